@@ -1,0 +1,301 @@
+"""The pretraining input pipeline: text corpus -> host-local batches of masked sentence pairs.
+
+What the trainer relies on:
+
+* **Deterministic** for a seed; the corpus is read and tokenised once per process.
+* **Data position** (``PretrainingBatches.position``): global examples consumed so far. Global
+  batch ``k`` after a start position ``s`` holds examples ``[s + k*B, s + (k+1)*B)``; starting a
+  new pipeline at a saved position gives exactly the batches an uninterrupted run would have
+  given from there, because any example is computed from its index (no replay): its epoch's
+  pairing is seeded by ``(seed, epoch)`` and its mask by ``(seed, example index)``.
+* **Host sharding:** process ``p`` of ``n`` yields examples ``[p*b, (p+1)*b)`` of every global
+  batch (``b = B / n``), so hosts are disjoint, cover the batch, and their concatenation in
+  process order is the one-process batch.
+* **tf.data does the masking** in the graph (parallel ``map``, ``prefetch``); sentence pairing
+  is numpy.
+* Splits: ``train`` is endless (epochs re-paired and re-shuffled); ``eval`` is a fixed finite
+  set of whole global batches from held-out documents, masked with a fixed seed.
+
+Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_mask`` int32
+[b, L]; ``masked_lm_positions``, ``masked_lm_ids`` int32 [b, P]; ``masked_lm_weights`` float32
+[b, P]; ``next_sentence_labels`` int32 [b] (0 = actual next, 1 = random).
+"""
+
+import dataclasses
+
+from absl import logging
+import numpy as np
+
+from bert_jax import environment
+from bert_jax.data import default_corpus
+from bert_jax.data import masking
+from bert_jax.data import pretraining_examples
+from bert_jax.data import sentence_pairs
+from bert_jax.data import text_corpus
+from bert_jax.data import tokenization
+from bert_jax.data import tokenized_corpus
+from bert_jax.errors import UserInputError
+
+tf = environment.import_tensorflow_for_data()
+
+SPLITS = ("train", "eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+  """The data slice of a pretraining config.
+
+  Attributes:
+    corpus_paths: text files (or glob patterns) in the BERT format: one sentence per line,
+      blank lines between documents; ``.gz`` allowed. Empty: the embedded default corpus.
+    vocab_path: BERT ``vocab.txt``. Empty: the embedded default vocab (8192 entries, uncased).
+    lowercase: uncased tokenisation (lowercase, strip accents); False for cased vocabs.
+    max_seq_length: L, [CLS] and [SEP]s included.
+    max_predictions_per_seq: P, masked-LM prediction slots per sequence.
+    mask_prob: share of tokens to predict.
+    short_seq_prob: probability of a shorter random target length per document.
+    eval_fraction: share of documents held out for the eval split (deterministic choice,
+      independent of the seed); 0 disables the eval split.
+    num_eval_examples: at most this many eval examples (a fixed sample); None keeps every pair
+      of the held-out documents. Either way the eval split is rounded down to whole global
+      batches.
+    masking: position strategy, a key of ``masking.POSITION_STRATEGIES``.
+    single_sentence_next: see ``sentence_pairs.sample_pair_spans``; False is BERT's exact
+      pairing (labels skewed towards "random"), True keeps them near 50/50.
+  """
+  corpus_paths: tuple[str, ...] = ()
+  vocab_path: str = ""
+  lowercase: bool = True
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  mask_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  eval_fraction: float = 0.05
+  num_eval_examples: int | None = None
+  masking: str = "token"
+  single_sentence_next: bool = True
+
+  def __post_init__(self):
+    paths = self.corpus_paths
+    object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
+    sentence_pairs.check_max_seq_length(self.max_seq_length)
+    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+      raise UserInputError(
+          f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
+          f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)")
+    if not 0.0 < self.mask_prob <= 1.0:
+      raise UserInputError(f"data.mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
+    if not 0.0 <= self.eval_fraction < 1.0:
+      raise UserInputError(f"data.eval_fraction is {self.eval_fraction}; it must be in [0, 1)")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise UserInputError(f"data.short_seq_prob is {self.short_seq_prob}; it must be in [0, 1]")
+    if self.num_eval_examples is not None and self.num_eval_examples < 1:
+      raise UserInputError(
+          f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1")
+    if self.masking not in masking.POSITION_STRATEGIES:
+      raise UserInputError(
+          f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}")
+
+  def resolved_corpus_paths(self):
+    return self.corpus_paths or (default_corpus.default_corpus_path(),)
+
+  def resolved_vocab_path(self):
+    return self.vocab_path or default_corpus.default_vocab_path()
+
+
+class PretrainingBatches:
+  """Iterator over host-local batches that tracks the global data position."""
+
+  def __init__(self, dataset, *, start_position, global_batch_size, num_batches):
+    self._iterator = dataset.as_numpy_iterator()
+    self._position = start_position
+    self._global_batch_size = global_batch_size
+    self._num_batches = num_batches
+
+  @property
+  def position(self):
+    """Global examples consumed: the value to checkpoint and pass back as ``start_position``."""
+    return self._position
+
+  @property
+  def num_batches(self):
+    """Batches left to yield for a finite (eval) iterator; None for train."""
+    return self._num_batches
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    batch = next(self._iterator)
+    self._position += self._global_batch_size
+    if self._num_batches is not None:
+      self._num_batches -= 1
+    return batch
+
+
+class PretrainingData:
+  """Reads and tokenises the corpus once, then makes batch iterators for either split."""
+
+  def __init__(self, config, *, model_vocab_size=None):
+    """Loads the vocab and corpus and splits off the held-out documents.
+
+    Args:
+      config: a :class:`PretrainingDataConfig`.
+      model_vocab_size: the model's ``vocab_size``; when given it must equal the vocab file's
+        size.
+
+    Raises:
+      FileNotFoundError: the vocab or a corpus file is missing.
+      ValueError: bad vocab, empty corpus, too few documents or a vocab size mismatch.
+    """
+    self.config = config
+    vocab_path = config.resolved_vocab_path()
+    self.tokenizer = tokenization.load_wordpiece(vocab_path, lowercase=config.lowercase)
+    if model_vocab_size is not None and model_vocab_size != self.tokenizer.vocab_size:
+      raise UserInputError(
+          f"vocab file {vocab_path} has {self.tokenizer.vocab_size} entries but "
+          f"model.vocab_size is {model_vocab_size}; set model.vocab_size="
+          f"{self.tokenizer.vocab_size} or point data.vocab_path at a vocab with "
+          f"{model_vocab_size} entries")
+    documents = text_corpus.read_documents(config.resolved_corpus_paths())
+    corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
+    train_documents, eval_documents = tokenized_corpus.split_documents(
+        corpus.num_documents, config.eval_fraction)
+    self.train_corpus = corpus.select(train_documents)
+    self.eval_corpus = corpus.select(eval_documents) if len(eval_documents) else None
+    self.masking_config = masking.MaskingConfig(
+        max_predictions_per_seq=config.max_predictions_per_seq, mask_prob=config.mask_prob,
+        vocab_size=self.tokenizer.vocab_size, special_ids=self.tokenizer.special_ids,
+        random_token_low=self.tokenizer.first_regular_id, strategy=config.masking)
+    self._pairing = dict(
+        max_seq_length=config.max_seq_length, short_seq_prob=config.short_seq_prob,
+        single_sentence_next=config.single_sentence_next,
+        special_ids=self.tokenizer.special_ids)
+    self._eval_examples = None
+    logging.info("pretraining corpus: %d documents (%d held out), %d sentences, %d tokens",
+                 corpus.num_documents, len(eval_documents), corpus.num_sentences,
+                 corpus.num_tokens)
+
+  def train_examples(self, seed):
+    """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`)."""
+    return pretraining_examples.TrainExamples(self.train_corpus, seed=seed, **self._pairing)
+
+  def eval_examples(self):
+    """The fixed unmasked eval set (an :class:`pretraining_examples.EvalExamples`)."""
+    if self.eval_corpus is None:
+      raise UserInputError(
+          "the eval split is empty because data.eval_fraction is 0; set it to e.g. 0.05 to "
+          "hold out documents for evaluation")
+    if self._eval_examples is None:
+      self._eval_examples = pretraining_examples.EvalExamples(
+          self.eval_corpus, num_examples=self.config.num_eval_examples, **self._pairing)
+    return self._eval_examples
+
+  def batches(self, *, split, seed, global_batch_size, process_index=0, process_count=1,
+              start_position=0):
+    """Makes an iterator over this process's share of the global batches.
+
+    Args:
+      split: "train" (endless) or "eval" (finite; ``seed`` is ignored, eval is fixed).
+      seed: the run's seed (pairing, shuffling and masking of the train stream).
+      global_batch_size: B, examples per step over all processes.
+      process_index: this process, in [0, process_count).
+      process_count: number of processes; must divide B.
+      start_position: global examples already consumed (a saved ``position``).
+
+    Returns:
+      A :class:`PretrainingBatches`.
+
+    Raises:
+      ValueError: bad split, batch size, process index or position.
+    """
+    if split not in SPLITS:
+      raise UserInputError(f"split is {split!r}; use one of {SPLITS}")
+    if global_batch_size < 1 or global_batch_size % process_count:
+      raise UserInputError(
+          f"global_batch_size {global_batch_size} is not a positive multiple of "
+          f"process_count {process_count}; every process needs the same share of each batch")
+    if not 0 <= process_index < process_count:
+      raise UserInputError(f"process_index {process_index} is not in [0, {process_count})")
+    if start_position < 0:
+      raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
+    host_batch_size = global_batch_size // process_count
+    if split == "train":
+      examples = self.train_examples(seed)
+      end = None
+    else:
+      examples = self.eval_examples()
+      end = examples.num_examples - examples.num_examples % global_batch_size
+      if end == 0:
+        raise UserInputError(
+            f"the eval split has {examples.num_examples} examples, fewer than one global batch "
+            f"of {global_batch_size}; raise data.eval_fraction or data.num_eval_examples, or "
+            "lower the batch size")
+    num_batches = None if end is None else max(0, (end - start_position) // global_batch_size)
+    first_index = start_position + process_index * host_batch_size
+
+    def host_block(step):
+      # This host's unmasked examples of global batch `step`, with their global indices.
+      indices = first_index + step * global_batch_size + np.arange(host_batch_size)
+      block = examples.examples(indices)
+      return tuple(block[key] for key in _UNMASKED_KEYS) + (indices,)
+
+    dataset = _masked_dataset(host_block, num_batches, examples.masking_seed,
+                              self.masking_config, host_batch_size, self.config.max_seq_length)
+    return PretrainingBatches(dataset, start_position=start_position,
+                              global_batch_size=global_batch_size, num_batches=num_batches)
+
+
+_UNMASKED_KEYS = ("input_ids", "token_type_ids", "input_mask", "next_sentence_labels")
+
+
+def _masked_dataset(host_block, num_batches, masking_seed, masking_config, host_batch_size,
+                    max_seq_length):
+  """tf.data: step numbers -> numpy blocks -> per-example stateless masking -> batches.
+
+  Args:
+    host_block: numpy function of a step number returning the unmasked arrays of
+      ``_UNMASKED_KEYS`` and the int64 global example indices.
+    num_batches: how many steps; None for endless.
+    masking_seed: int63 seed of this stream's masks.
+    masking_config: a ``masking.MaskingConfig``.
+    host_batch_size: b.
+    max_seq_length: L.
+
+  Returns:
+    A ``tf.data.Dataset`` of batch dicts.
+  """
+  shapes = [[host_batch_size, max_seq_length]] * 3 + [[host_batch_size], [host_batch_size]]
+
+  def load(step):
+    arrays = tf.numpy_function(
+        host_block, [step], [tf.int32, tf.int32, tf.int32, tf.int32, tf.int64], stateful=False)
+    arrays = [tf.ensure_shape(a, shape) for a, shape in zip(arrays, shapes)]
+    return dict(zip(_UNMASKED_KEYS + ("example_index",), arrays))
+
+  def mask(example):
+    # The mask depends only on (stream seed, global example index): same on any host or
+    # after any restart.
+    seed = tf.stack([tf.constant(masking_seed, tf.int64), example.pop("example_index")])
+    return {**example, **masking.mask_example(example["input_ids"], seed, masking_config)}
+
+  steps = tf.data.Dataset.counter() if num_batches is None else tf.data.Dataset.range(num_batches)
+  dataset = steps.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  dataset = dataset.unbatch()
+  dataset = dataset.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  dataset = dataset.batch(host_batch_size, drop_remainder=True)
+  return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def pretraining_batches(data_config, *, seed, global_batch_size, process_index=0,
+                        process_count=1, split="train", start_position=0,
+                        model_vocab_size=None):
+  """One-shot form: builds a :class:`PretrainingData` and returns one batch iterator.
+
+  Use :class:`PretrainingData` directly to build train and eval iterators from one tokenised
+  corpus.
+  """
+  data = PretrainingData(data_config, model_vocab_size=model_vocab_size)
+  return data.batches(split=split, seed=seed, global_batch_size=global_batch_size,
+                      process_index=process_index, process_count=process_count,
+                      start_position=start_position)

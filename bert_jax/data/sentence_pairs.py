@@ -1,0 +1,257 @@
+"""Sentence-pair examples for masked LM + next-sentence prediction, as in the original BERT.
+
+Re-implements the pairing of BERT's ``create_pretraining_data.py`` (its
+``create_instances_from_document``) on a :class:`TokenizedDocuments`:
+
+* per document a target length: ``max_seq_length - 3`` tokens, or with probability
+  ``short_seq_prob`` a uniform length in [2, max_seq_length - 3], so the model also sees short
+  inputs;
+* sentences are gathered into a chunk until it reaches the target; segment A is the first
+  1..n-1 sentences of the chunk;
+* segment B is the rest of the chunk (label 0, "is next") or, half the time, a run of sentences
+  from a random other document (label 1, "random"); the unused sentences of the chunk are put
+  back and start the next chunk. BERT makes B random whenever the chunk has one sentence, which
+  skews labels; by default such a chunk may take the next sentence as B instead (see
+  ``single_sentence_next``);
+* the pair is truncated to ``max_seq_length - 3`` tokens by removing tokens from the longer
+  segment, each from its front or back at random.
+
+Pairs are kept as token-offset spans into the corpus (``PairSpans``), so an epoch of pairs costs
+five integers per example, and any example can be assembled into padded arrays on demand.
+Everything is deterministic given the ``numpy.random.Generator``.
+"""
+
+import dataclasses
+
+import numpy as np
+from bert_jax.errors import UserInputError
+
+# [CLS] A [SEP] B [SEP] with one token in each segment.
+MIN_SEQ_LENGTH = 5
+# BERT tries this many times to draw a random document other than the current one.
+_RANDOM_DOCUMENT_TRIES = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class PairSpans:
+  """Sentence pairs as token spans: A is ``token_ids[a_start:a_end]``, B likewise.
+
+  Attributes:
+    a_start: [N] int64.
+    a_end: [N] int64.
+    b_start: [N] int64.
+    b_end: [N] int64.
+    next_sentence_labels: [N] int32; 0 = B is the actual next segment, 1 = B is random.
+  """
+  a_start: np.ndarray
+  a_end: np.ndarray
+  b_start: np.ndarray
+  b_end: np.ndarray
+  next_sentence_labels: np.ndarray
+
+  def __len__(self):
+    return len(self.next_sentence_labels)
+
+  def _columns(self):
+    return [getattr(self, field.name) for field in dataclasses.fields(self)]
+
+  def take(self, indices):
+    """The pairs at ``indices`` (any integer index array), as a new ``PairSpans``."""
+    return PairSpans(*(column[indices] for column in self._columns()))
+
+  @staticmethod
+  def concatenate(parts):
+    """All pairs of ``parts`` (a non-empty sequence of ``PairSpans``), in order."""
+    return PairSpans(*(np.concatenate(columns)
+                       for columns in zip(*(part._columns() for part in parts))))
+
+
+def check_max_seq_length(max_seq_length):
+  """Raises ValueError unless a sequence fits [CLS], [SEP], [SEP] and a token per segment."""
+  if max_seq_length < MIN_SEQ_LENGTH:
+    raise UserInputError(
+        f"max_seq_length is {max_seq_length}; a sentence pair needs at least {MIN_SEQ_LENGTH} "
+        "positions ([CLS] A [SEP] B [SEP]); use 128 or 512 as BERT does")
+
+
+class _UniformStream:
+  """Uniform floats drawn from a Generator in blocks: per-call Generator overhead dominates."""
+
+  def __init__(self, rng, block_size=8192):
+    self._rng = rng
+    self._block_size = block_size
+    self._block = rng.random(block_size)
+    self._next = 0
+
+  def uniform(self):
+    if self._next == self._block_size:
+      self._block = self._rng.random(self._block_size)
+      self._next = 0
+    value = self._block[self._next]
+    self._next += 1
+    return value
+
+  def integer(self, low, high):
+    """Uniform integer in [low, high)."""
+    return low + int(self.uniform() * (high - low))
+
+
+def _truncation_counts(length_a, length_b, max_num_tokens):
+  """How many tokens BERT's truncation removes from A and from B.
+
+  BERT removes one token at a time from the longer segment (from B on ties) until the pair
+  fits; which segment loses a token depends only on the lengths, so the counts have a closed
+  form: shorten the longer one to the other's length, then alternate starting with B.
+  """
+  excess = max(0, length_a + length_b - max_num_tokens)
+  gap = abs(length_a - length_b)
+  first = min(excess, gap)
+  rest = excess - first
+  remove_a = (first if length_a > length_b else 0) + rest // 2
+  remove_b = (first if length_a <= length_b else 0) + (rest + 1) // 2
+  return remove_a, remove_b
+
+
+def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
+                      single_sentence_next=True):
+  """Pairs up every document of ``corpus`` once, in document order (not shuffled).
+
+  Args:
+    corpus: a :class:`TokenizedDocuments` with at least two documents.
+    max_seq_length: length of the assembled sequences, [CLS] and [SEP]s included.
+    short_seq_prob: probability that a document uses a shorter random target length.
+    rng: a ``numpy.random.Generator``; the result is a deterministic function of its state.
+    single_sentence_next: BERT always gives a chunk of one sentence (a long sentence, a short
+      target, a document's last sentence) a random B. That skews the labels towards "random"
+      (55-60% at length 128 on the default corpus, 78% at length 32). With True, such a chunk
+      flips the usual coin and on "actual next" takes the document's next sentence as B, which
+      keeps labels near 50/50; False reproduces BERT exactly.
+
+  Returns:
+    A :class:`PairSpans`.
+
+  Raises:
+    ValueError: ``max_seq_length`` is too small or the corpus has fewer than two documents.
+  """
+  check_max_seq_length(max_seq_length)
+  if corpus.num_documents < 2:
+    raise UserInputError(
+        f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
+        "separate documents with blank lines")
+  max_num_tokens = max_seq_length - 3
+  stream = _UniformStream(rng)
+  tokens = corpus.sentence_starts.tolist()
+  documents = corpus.document_starts.tolist()
+  num_documents = corpus.num_documents
+  a_start, a_end, b_start, b_end, labels, remove_a, remove_b = [], [], [], [], [], [], []
+  for document in range(num_documents):
+    first, stop = documents[document], documents[document + 1]
+    target = max_num_tokens
+    if stream.uniform() < short_seq_prob:
+      target = stream.integer(2, max_num_tokens + 1)
+    chunk_first = first
+    i = first
+    while i < stop:
+      if tokens[i + 1] - tokens[chunk_first] < target and i != stop - 1:
+        i += 1
+        continue
+      # The chunk is sentences chunk_first..i; A takes the first `a_sentences` of them.
+      chunk_sentences = i - chunk_first + 1
+      a_sentences = 1 if chunk_sentences == 1 else stream.integer(1, chunk_sentences)
+      a_first, a_last = tokens[chunk_first], tokens[chunk_first + a_sentences]
+      extend = chunk_sentences == 1 and single_sentence_next and i + 1 < stop
+      if (chunk_sentences == 1 and not extend) or stream.uniform() < 0.5:
+        label = 1
+        target_b = target - (a_last - a_first)
+        for _ in range(_RANDOM_DOCUMENT_TRIES):
+          other = stream.integer(0, num_documents)
+          if other != document:
+            break
+        other_first, other_stop = documents[other], documents[other + 1]
+        j = stream.integer(other_first, other_stop)
+        b_first = tokens[j]
+        # Whole sentences until B reaches its target length or the document ends.
+        while j < other_stop - 1 and tokens[j + 1] - b_first < target_b:
+          j += 1
+        b_last = tokens[j + 1]
+        # The chunk's sentences after A were not used: the next chunk starts with them.
+        i = chunk_first + a_sentences - 1
+      else:
+        label = 0
+        if extend:
+          i += 1  # B is the document's next sentence, so the next chunk starts after it.
+        b_first, b_last = a_last, tokens[i + 1]
+      cut_a, cut_b = _truncation_counts(a_last - a_first, b_last - b_first, max_num_tokens)
+      a_start.append(a_first)
+      a_end.append(a_last)
+      b_start.append(b_first)
+      b_end.append(b_last)
+      labels.append(label)
+      remove_a.append(cut_a)
+      remove_b.append(cut_b)
+      i += 1
+      chunk_first = i
+  a_start, a_end, b_start, b_end, remove_a, remove_b = (
+      np.array(c, dtype=np.int64) for c in (a_start, a_end, b_start, b_end, remove_a, remove_b))
+  # Each removed token comes off the front or the back with probability 1/2, as in BERT.
+  front_a = rng.binomial(remove_a, 0.5)
+  front_b = rng.binomial(remove_b, 0.5)
+  return PairSpans(
+      a_start=a_start + front_a, a_end=a_end - (remove_a - front_a),
+      b_start=b_start + front_b, b_end=b_end - (remove_b - front_b),
+      next_sentence_labels=np.array(labels, dtype=np.int32))
+
+
+def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
+  """Lays pairs out as ``[CLS] A [SEP] B [SEP]`` followed by [PAD] (id 0 positions), vectorised.
+
+  Args:
+    corpus: the :class:`TokenizedDocuments` the spans point into.
+    spans: a :class:`PairSpans` whose pairs fit in ``max_seq_length - 3`` tokens.
+    max_seq_length: L.
+    special_ids: a ``SpecialTokenIds`` (for [CLS], [SEP], [PAD]).
+
+  Returns:
+    A dict of int32 arrays: ``input_ids`` [N, L], ``token_type_ids`` [N, L] (0 for [CLS] A
+    [SEP], 1 for B [SEP], 0 on padding), ``input_mask`` [N, L] (1 real, 0 padding) and
+    ``next_sentence_labels`` [N].
+  """
+  length_a = (spans.a_end - spans.a_start)[:, None]
+  length_b = (spans.b_end - spans.b_start)[:, None]
+  if len(spans) and int((length_a + length_b).max()) > max_seq_length - 3:
+    raise UserInputError(f"pairs longer than max_seq_length - 3 = {max_seq_length - 3} tokens")
+  position = np.arange(max_seq_length, dtype=np.int64)[None, :]
+  in_a = (position >= 1) & (position <= length_a)
+  b_first = length_a + 2
+  in_b = (position >= b_first) & (position < b_first + length_b)
+  last = b_first + length_b
+  source = np.where(in_a, spans.a_start[:, None] + position - 1,
+                    np.where(in_b, spans.b_start[:, None] + position - b_first, 0))
+  input_ids = np.where(in_a | in_b, corpus.token_ids[source], special_ids.pad)
+  input_ids = np.where(position == 0, special_ids.cls, input_ids)
+  input_ids = np.where((position == length_a + 1) | (position == last), special_ids.sep,
+                       input_ids)
+  return {
+      "input_ids": input_ids.astype(np.int32),
+      "token_type_ids": ((position >= b_first) & (position <= last)).astype(np.int32),
+      "input_mask": (position <= last).astype(np.int32),
+      "next_sentence_labels": spans.next_sentence_labels.astype(np.int32),
+  }
+
+
+def create_sentence_pairs(corpus, *, max_seq_length, short_seq_prob, rng, special_ids):
+  """Pairs up the whole corpus once and assembles the arrays (in document order).
+
+  Args:
+    corpus: a :class:`TokenizedDocuments` with at least two documents.
+    max_seq_length: L, [CLS] and [SEP]s included.
+    short_seq_prob: probability of a shorter random target length per document.
+    rng: a ``numpy.random.Generator``.
+    special_ids: a ``SpecialTokenIds``.
+
+  Returns:
+    The dict of :func:`assemble_pairs`.
+  """
+  spans = sample_pair_spans(
+      corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, rng=rng)
+  return assemble_pairs(corpus, spans, max_seq_length=max_seq_length, special_ids=special_ids)

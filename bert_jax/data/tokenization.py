@@ -1,0 +1,183 @@
+"""WordPiece tokenisation of BERT ``vocab.txt`` files through the Rust ``tokenizers`` library.
+
+The tokenizer is built from the same pieces as BERT's own (BERT normaliser: clean text, split
+CJK characters, optional lowercasing with accent stripping; BERT pre-tokeniser: whitespace and
+punctuation; greedy longest-match-first WordPiece with ``[UNK]`` for words it cannot spell), so
+ids equal ``transformers.BertTokenizerFast(vocab_file=..., do_lower_case=...)`` and Google's
+original ``tokenization.FullTokenizer``, at batch speed.
+"""
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tokenizers
+from tokenizers import models
+from tokenizers import normalizers
+from tokenizers import pre_tokenizers
+from bert_jax.errors import UserInputError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+CONTINUATION_PREFIX = "##"
+# BERT's WordPiece gives up on (and emits [UNK] for) words longer than this many characters.
+_MAX_INPUT_CHARS_PER_WORD = 100
+# Reserved entries such as [unused17] or [PAD]: never produced by tokenising text.
+_RESERVED_TOKEN = re.compile(r"\[[^\[\]\s]+\]")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokenIds:
+  """Ids of the special tokens BERT pretraining needs."""
+  pad: int
+  unk: int
+  cls: int
+  sep: int
+  mask: int
+
+
+def read_vocab(vocab_path):
+  """Reads a BERT ``vocab.txt`` (one token per line, line number = id) into a list of tokens.
+
+  Raises:
+    FileNotFoundError: the file does not exist.
+    ValueError: the file is empty or lists a token twice.
+  """
+  if not os.path.isfile(vocab_path):
+    raise FileNotFoundError(
+        f"vocab file {vocab_path} does not exist; point data.vocab_path at a BERT vocab.txt "
+        "(one token per line), e.g. bert_jax.data.default_corpus.default_vocab_path()")
+  with open(vocab_path, encoding="utf-8") as f:
+    tokens = [line.rstrip("\r\n") for line in f]
+  if not tokens:
+    raise UserInputError(f"vocab file {vocab_path} is empty; it needs one token per line")
+  first_line = {}
+  for line_number, token in enumerate(tokens, start=1):
+    if token in first_line:
+      raise UserInputError(
+          f"vocab file {vocab_path} lists {token!r} twice (lines {first_line[token]} and "
+          f"{line_number}); every token must appear once because its line number is its id")
+    first_line[token] = line_number
+  return tokens
+
+
+def special_token_ids(tokens, vocab_path="<vocab>"):
+  """Finds the ids of [PAD], [UNK], [CLS], [SEP] and [MASK] in a token list.
+
+  Raises:
+    ValueError: one of them is missing.
+  """
+  index = {token: i for i, token in enumerate(tokens)}
+  missing = [t for t in SPECIAL_TOKENS if t not in index]
+  if missing:
+    raise UserInputError(
+        f"vocab file {vocab_path} lacks {', '.join(missing)}; BERT pretraining needs all of "
+        f"{', '.join(SPECIAL_TOKENS)}: add the missing ones as lines of the file (BERT vocabs "
+        "put them first) or use a vocab built for BERT")
+  return SpecialTokenIds(pad=index["[PAD]"], unk=index["[UNK]"], cls=index["[CLS]"],
+                         sep=index["[SEP]"], mask=index["[MASK]"])
+
+
+class WordPieceTokenizer:
+  """A BERT WordPiece tokenizer over a fixed vocab; encodes without adding special tokens."""
+
+  def __init__(self, tokens, lowercase=True, vocab_path="<vocab>"):
+    """Builds the tokenizer.
+
+    Args:
+      tokens: the vocab, in id order.
+      lowercase: lowercase and strip accents (uncased BERT) or keep text as is (cased BERT).
+      vocab_path: where ``tokens`` came from, for error messages.
+    """
+    self._tokens = tuple(tokens)
+    self._special_ids = special_token_ids(self._tokens, vocab_path)
+    self._lowercase = lowercase
+    tokenizer = tokenizers.Tokenizer(models.WordPiece(
+        {token: i for i, token in enumerate(self._tokens)}, unk_token="[UNK]",
+        max_input_chars_per_word=_MAX_INPUT_CHARS_PER_WORD))
+    # strip_accents=None follows `lowercase`, as BERT does: uncased models strip accents.
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    self._tokenizer = tokenizer
+
+  @property
+  def vocab_size(self):
+    """Number of entries in the vocab file."""
+    return len(self._tokens)
+
+  @property
+  def special_ids(self):
+    """The :class:`SpecialTokenIds` of this vocab."""
+    return self._special_ids
+
+  @property
+  def lowercase(self):
+    return self._lowercase
+
+  @property
+  def tokens(self):
+    """The vocab as a tuple of strings in id order."""
+    return self._tokens
+
+  @property
+  def first_regular_id(self):
+    """The smallest id from which on the vocab holds ordinary word pieces.
+
+    BERT vocabs open with a block of reserved entries (``[PAD]``, ``[unused0]``.., ``[UNK]``,
+    ``[CLS]``, ``[SEP]``, ``[MASK]``, more ``[unused..]``); MLM's "random token" replacement
+    draws from ``[first_regular_id, vocab_size)`` so it never inserts one of them.
+    """
+    leading_reserved = 0
+    while (leading_reserved < len(self._tokens) and
+           _RESERVED_TOKEN.fullmatch(self._tokens[leading_reserved])):
+      leading_reserved += 1
+    first = max(leading_reserved, max(dataclasses.astuple(self._special_ids)) + 1)
+    if first >= len(self._tokens):
+      raise UserInputError(
+          f"vocab of {len(self._tokens)} entries has no ordinary tokens after its special ones")
+    return first
+
+  def is_continuation(self):
+    """Boolean array [vocab_size]: True for ``##`` pieces that continue a word.
+
+    Whole-word masking groups a word's first piece with the continuation pieces after it.
+    """
+    return np.array([t.startswith(CONTINUATION_PREFIX) for t in self._tokens], dtype=bool)
+
+  def encode(self, text):
+    """Token ids of one string, without [CLS]/[SEP]."""
+    return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+  def encode_batch(self, texts):
+    """Token ids of many strings (tokenised in parallel), without [CLS]/[SEP].
+
+    Args:
+      texts: a list of strings.
+
+    Returns:
+      One list of int ids per string.
+    """
+    encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [e.ids for e in encodings]
+
+  def convert_ids_to_tokens(self, ids):
+    """The vocab strings of ``ids``, for inspecting batches."""
+    return [self._tokens[i] for i in ids]
+
+
+def load_wordpiece(vocab_path, lowercase=True):
+  """Loads a BERT ``vocab.txt`` as a :class:`WordPieceTokenizer`.
+
+  Args:
+    vocab_path: path of the vocab file (one token per line; line number = id).
+    lowercase: True for uncased vocabs (lowercase and strip accents), False for cased ones.
+
+  Returns:
+    A tokenizer with ``encode_batch``, ``vocab_size`` and ``special_ids``.
+
+  Raises:
+    FileNotFoundError: the vocab file does not exist.
+    ValueError: the vocab is empty, repeats a token or lacks a special token BERT needs.
+  """
+  return WordPieceTokenizer(read_vocab(vocab_path), lowercase=lowercase, vocab_path=vocab_path)

@@ -1,0 +1,109 @@
+"""Model hyper-parameters as a frozen dataclass, built once from the config's ``model`` section."""
+
+import dataclasses
+from typing import Any, Mapping
+
+from bert_jax.errors import UserInputError
+
+# (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
+MODEL_SIZES = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+ATTENTION_KINDS = ("dense", "fused", "lsh", "local")
+REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class LshOptions:
+  """Options of the ``lsh`` and ``local`` attention kinds (unused by dense kinds)."""
+  chunk_len: int = 64
+  n_hashes: int = 4
+  n_buckets: int = 0  # 0 means 2 * seq_len // chunk_len.
+  n_chunks_before: int = 1
+  n_chunks_after: int = 0
+  causal: bool = False
+  mask_across_buckets: bool = False
+  dedup_correction: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Architecture of a BERT encoder; defaults are BERT-base (Devlin et al. 2019)."""
+  vocab_size: int = 30522
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  intermediate_size: int = 3072
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  hidden_dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  layer_norm_eps: float = 1e-12
+  initializer_range: float = 0.02
+  dtype: str = "float32"
+  attention_kind: str = "dense"
+  remat_policy: str = "none"
+  scan_layers: bool = False
+  lsh: LshOptions = LshOptions()
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_heads:
+      raise UserInputError(
+          f"model.hidden_size={self.hidden_size} is not divisible by model.num_heads="
+          f"{self.num_heads}; pick a head count that divides the hidden size")
+    if self.attention_kind not in ATTENTION_KINDS:
+      raise UserInputError(f"model.attention_kind={self.attention_kind!r} is unknown; "
+                           f"choose one of {', '.join(ATTENTION_KINDS)}")
+    if self.remat_policy not in REMAT_POLICIES:
+      raise UserInputError(f"model.remat_policy={self.remat_policy!r} is unknown; "
+                           f"choose one of {', '.join(REMAT_POLICIES)}")
+    if self.dtype not in COMPUTE_DTYPES:
+      raise UserInputError(f"model.dtype={self.dtype!r} is unknown; "
+                           f"choose one of {', '.join(COMPUTE_DTYPES)}")
+    if self.attention_kind == "fused" and self.attention_dropout_rate > 0:
+      raise UserInputError(
+          "model.attention_kind='fused' has no attention-probability dropout; set "
+          "model.attention_dropout_rate=0.0 or use model.attention_kind='dense'")
+
+  @property
+  def head_dim(self) -> int:
+    return self.hidden_size // self.num_heads
+
+
+def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
+  """Builds a `ModelConfig` from the config's ``model`` section.
+
+  The section may name a ``size`` (a key of `MODEL_SIZES`) that fills layers, width and heads;
+  explicit keys win over the size preset.
+
+  Args:
+    model_dict: the ``model`` section as a plain mapping.
+
+  Returns:
+    The validated, frozen model configuration.
+  """
+  fields = {k: v for k, v in dict(model_dict).items() if v is not None}
+  size = fields.pop("size", None)
+  if size is not None:
+    if size not in MODEL_SIZES:
+      raise UserInputError(f"model.size={size!r} is unknown; choose one of "
+                           f"{', '.join(MODEL_SIZES)}")
+    num_layers, hidden, heads = MODEL_SIZES[size]
+    fields.setdefault("num_layers", num_layers)
+    fields.setdefault("hidden_size", hidden)
+    fields.setdefault("num_heads", heads)
+    fields.setdefault("intermediate_size", 4 * hidden)
+  known = {f.name for f in dataclasses.fields(ModelConfig)}
+  unknown = sorted(set(fields) - known)
+  if unknown:
+    raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
+  if "lsh" in fields:
+    fields["lsh"] = LshOptions(**dict(fields["lsh"]))
+  return ModelConfig(**fields)

@@ -1,0 +1,112 @@
+"""The pretraining objective: masked LM (+ next-sentence prediction) as sums and denominators.
+
+Losses are returned as sums over examples / predictions together with their denominators, so
+gradient accumulation and multi-host reduction divide once, on the whole global batch.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models.config import ModelConfig
+
+
+def _cross_entropy(logits_NC, labels_N):
+  return optax.softmax_cross_entropy_with_integer_labels(logits_NC.astype(jnp.float32), labels_N)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingTask:
+  """BERT pretraining: MLM at the masked positions, plus NSP when ``use_nsp``."""
+  model_config: ModelConfig
+  max_seq_length: int
+  max_predictions_per_seq: int
+  use_nsp: bool = True
+
+  def example_batch(self, batch_size: int):
+    """Zero-filled numpy batch with the pipeline's schema (shapes and dtypes)."""
+    length, predictions = self.max_seq_length, self.max_predictions_per_seq
+    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
+    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
+            "input_mask": np.ones((batch_size, length), np.int32),
+            "masked_lm_positions": ints(batch_size, predictions),
+            "masked_lm_ids": ints(batch_size, predictions),
+            "masked_lm_weights": np.zeros((batch_size, predictions), np.float32),
+            "next_sentence_labels": ints(batch_size)}
+
+  def random_batch(self, batch_size: int, seed: int = 0):
+    """A random batch with padding and masked positions (benchmarks and step-level tests)."""
+    rng = np.random.default_rng(seed)
+    length, predictions = self.max_seq_length, self.max_predictions_per_seq
+    vocab = self.model_config.vocab_size
+    lengths = rng.integers(max(length // 2, predictions), length + 1, size=batch_size)
+    input_mask = (np.arange(length)[None, :] < lengths[:, None]).astype(np.int32)
+    positions = np.stack([np.sort(rng.choice(n, size=predictions, replace=False))
+                          for n in lengths])
+    return {
+        "input_ids": (rng.integers(5, vocab, size=(batch_size, length)) * input_mask
+                     ).astype(np.int32),
+        "token_type_ids": ((np.arange(length)[None, :] >= lengths[:, None] // 2) *
+                           input_mask).astype(np.int32),
+        "input_mask": input_mask,
+        "masked_lm_positions": positions.astype(np.int32),
+        "masked_lm_ids": rng.integers(5, vocab, size=(batch_size, predictions)).astype(np.int32),
+        "masked_lm_weights": (rng.random((batch_size, predictions)) < 0.9).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, size=batch_size).astype(np.int32),
+    }
+
+  def model(self, deterministic: bool) -> BertForPreTraining:
+    return BertForPreTraining(self.model_config, deterministic=deterministic)
+
+  def model_inputs(self, batch):
+    return (batch["input_ids"], batch["token_type_ids"], batch["input_mask"],
+            batch["masked_lm_positions"])
+
+  def denominators(self, batch):
+    """Normalisers of the global batch: number of real predictions and of examples."""
+    return {"mlm_weight": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+            "examples": jnp.float32(batch["input_ids"].shape[0])}
+
+  def loss_and_sums(self, outputs, batch, denominators):
+    """Loss to differentiate (already normalised by the global denominators) and metric sums."""
+    weights_BP = batch["masked_lm_weights"].astype(jnp.float32)
+    mlm_logits_BPV = outputs["mlm_logits"]
+    mlm_ce_BP = _cross_entropy(mlm_logits_BPV, batch["masked_lm_ids"])
+    mlm_correct_BP = (jnp.argmax(mlm_logits_BPV, -1) == batch["masked_lm_ids"])
+    sums = {
+        "mlm_loss": jnp.sum(mlm_ce_BP * weights_BP),
+        "mlm_accuracy": jnp.sum(mlm_correct_BP * weights_BP),
+        "mlm_weight": jnp.sum(weights_BP),
+    }
+    loss = sums["mlm_loss"] / denominators["mlm_weight"]
+    if self.use_nsp:
+      nsp_logits_B2 = outputs["nsp_logits"]
+      labels_B = batch["next_sentence_labels"]
+      nsp_ce_B = _cross_entropy(nsp_logits_B2, labels_B)
+      sums["nsp_loss"] = jnp.sum(nsp_ce_B)
+      sums["nsp_accuracy"] = jnp.sum(jnp.argmax(nsp_logits_B2, -1) == labels_B)
+      loss = loss + sums["nsp_loss"] / denominators["examples"]
+    sums["examples"] = jnp.float32(batch["input_ids"].shape[0])
+    return loss, sums
+
+  def metrics_from_sums(self, sums):
+    """Host-side: per-prediction / per-example means from accumulated sums."""
+    mlm_weight = max(float(sums["mlm_weight"]), 1.0)
+    metrics = {"mlm_loss": float(sums["mlm_loss"]) / mlm_weight,
+               "mlm_accuracy": float(sums["mlm_accuracy"]) / mlm_weight}
+    loss = metrics["mlm_loss"]
+    if self.use_nsp:
+      examples = max(float(sums["examples"]), 1.0)
+      metrics["nsp_loss"] = float(sums["nsp_loss"]) / examples
+      metrics["nsp_accuracy"] = float(sums["nsp_accuracy"]) / examples
+      loss += metrics["nsp_loss"]
+    metrics["loss"] = loss
+    return metrics
+
+
+def sum_trees(a, b):
+  return jax.tree.map(jnp.add, a, b)

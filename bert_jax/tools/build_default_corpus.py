@@ -1,0 +1,352 @@
+"""Rebuilds the embedded default corpus from the English Wikipedia sample in the gensim wheel.
+
+The gensim 4.4.0 wheel ships a shortened dump of English Wikipedia
+(``gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2``,
+206 pages). This tool turns it into ``bert_jax/data/corpus/``:
+
+* ``enwiki_sample.txt``: plain prose in the original BERT format (one sentence per line, a blank
+  line between documents); markup, tables, references, lists, headings and captions are dropped.
+* ``vocab.txt``: an uncased BERT WordPiece vocab trained on that text with ``tokenizers``.
+* ``ATTRIBUTION.md``: source, licence, article titles and the command that regenerates the files.
+
+Run (gensim is needed by this tool only)::
+
+  pip install gensim==4.4.0
+  python -m bert_jax.tools.build_default_corpus
+
+Every step is deterministic, so running it twice gives byte-identical files.
+"""
+
+import argparse
+import bz2
+import collections
+import importlib.resources
+import os
+import re
+import sys
+import unicodedata
+
+from absl import logging
+import tokenizers
+from tokenizers import models
+from tokenizers import normalizers
+from tokenizers import pre_tokenizers
+from tokenizers import trainers
+
+_GENSIM_VERSION = "4.4.0"
+_SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_REGENERATE_COMMAND = (
+    f"pip install gensim=={_GENSIM_VERSION} && python -m bert_jax.tools.build_default_corpus")
+
+# Sections after these headings are bibliographies, link lists or notes, never running prose.
+_TRAILING_SECTIONS = re.compile(
+    r"^=+\s*(see also|references|notes|footnotes|citations|sources|bibliography|"
+    r"further reading|external links|works cited|primary sources|secondary sources)\s*=+\s*$",
+    re.IGNORECASE | re.MULTILINE)
+_NON_ARTICLE_TITLE = re.compile(
+    r"^(wikipedia|template|help|category|portal|file|draft|module|user)( talk)?:", re.IGNORECASE)
+# A paragraph counts as prose only if it ends like a sentence; captions and table cells do not.
+_ENDS_LIKE_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+_EMPTY_PARENS = re.compile(r"\(\s*[,;:–—-]*\s*\)")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])(?=\s|$)")
+_LEADING_PUNCT_IN_PARENS = re.compile(r"\(\s*[,;:]\s*")
+_SPACES = re.compile(r"\s+")
+# Candidate sentence boundary: end punctuation (plus closing quotes) then space then a capital,
+# digit or opening quote/bracket.
+_BOUNDARY = re.compile(r"([.!?][\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+# Words whose trailing period is part of an abbreviation, not the end of a sentence.
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st jr sr vs etc e.g i.e cf ca c no nos vol vols pp p fig gen col lt "
+    "capt gov sen rep rev inc ltd co corp mt ft jan feb mar apr jun jul aug sep sept oct nov "
+    "dec approx est al op".split())
+
+
+def _import_gensim_wikicorpus():
+  """Imports gensim's Wikipedia reader lazily: nothing else in bert_jax needs gensim."""
+  try:
+    from gensim.corpora import wikicorpus  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ImportError(
+        f"build_default_corpus needs gensim; run: pip install gensim=={_GENSIM_VERSION}") from e
+  return wikicorpus
+
+
+def _gensim_sample_path():
+  """Returns the path of the Wikipedia sample bundled in the installed gensim wheel."""
+  _import_gensim_wikicorpus()
+  path = importlib.resources.files("gensim") / "test" / "test_data" / _SAMPLE_NAME
+  if not path.is_file():
+    raise FileNotFoundError(
+        f"{_SAMPLE_NAME} is not inside the installed gensim; run: "
+        f"pip install --force-reinstall gensim=={_GENSIM_VERSION}, or pass --source=<dump.bz2>")
+  return str(path)
+
+
+def _remove_balanced(text, opener, open_char, close_char):
+  """Removes every block that starts with ``opener`` up to its matching close, nesting aware.
+
+  Regexes cannot match nested ``[[File:..[[link]]..]]`` or ``{| .. {| .. |} .. |}``, and leaving
+  half a block behind leaks captions and table cells into the prose.
+  """
+  pieces = []
+  position = 0
+  lowered = text.lower()
+  opener = opener.lower()
+  while True:
+    start = lowered.find(opener, position)
+    if start < 0:
+      pieces.append(text[position:])
+      return "".join(pieces)
+    pieces.append(text[position:start])
+    depth = 0
+    index = start
+    while index < len(text):
+      if text[index] == open_char:
+        depth += 1
+      elif text[index] == close_char:
+        depth -= 1
+        if depth == 0:
+          break
+      index += 1
+    position = index + 1
+
+
+def strip_wikitext(wikitext, filter_wiki):
+  """Returns the article body as plain text lines, before sentence splitting.
+
+  Args:
+    wikitext: raw MediaWiki markup of one article.
+    filter_wiki: gensim's ``wikicorpus.filter_wiki`` (removes templates, references, tags, links).
+
+  Returns:
+    The text with the trailing reference sections, tables, galleries and file links removed.
+  """
+  cut = _TRAILING_SECTIONS.search(wikitext)
+  if cut:
+    wikitext = wikitext[:cut.start()]
+  wikitext = re.sub(r"<gallery.*?</gallery>", "", wikitext, flags=re.DOTALL | re.IGNORECASE)
+  wikitext = re.sub(r"<ref[^>]*/>|<ref.*?</ref>", "", wikitext, flags=re.DOTALL | re.IGNORECASE)
+  for opener in ("[[File:", "[[Image:"):
+    wikitext = _remove_balanced(wikitext, opener, "[", "]")
+  wikitext = _remove_balanced(wikitext, "{|", "{", "}")
+  return filter_wiki(wikitext)
+
+
+def _clean_paragraph(line):
+  """Drops emphasis quotes and the debris that removed templates leave behind."""
+  line = unicodedata.normalize("NFC", line).replace("\xa0", " ")
+  line = re.sub(r"'{2,}", "", line)
+  line = _LEADING_PUNCT_IN_PARENS.sub("(", line)
+  line = _EMPTY_PARENS.sub("", line)
+  line = _SPACES.sub(" ", line)
+  line = _SPACE_BEFORE_PUNCT.sub(r"\1", line)
+  return line.strip()
+
+
+def prose_paragraphs(plain_text):
+  """Returns the paragraphs of running prose: no headings, lists, table cells or captions."""
+  paragraphs = []
+  for line in plain_text.split("\n"):
+    line = line.strip()
+    # Headings, list items, definition lists, indents and table debris start with markup.
+    if not line or line[0] in "=*#:;|!{}+-^\\,.":
+      continue
+    line = _clean_paragraph(line)
+    if "|" in line or "__" in line or not _ENDS_LIKE_SENTENCE.search(line):
+      continue
+    paragraphs.append(line)
+  return paragraphs
+
+
+def split_sentences(paragraph):
+  """Splits a paragraph at sentence ends, keeping abbreviations and initials together."""
+  sentences = []
+  start = 0
+  for match in _BOUNDARY.finditer(paragraph):
+    last_word = paragraph[start:match.start() + 1].split()[-1].rstrip(".").lower()
+    # "J. S. Bach", "U.S. Army", "e.g. this": a single letter or a dotted or listed abbreviation.
+    if len(last_word) == 1 or "." in last_word or last_word in _ABBREVIATIONS:
+      continue
+    sentences.append(paragraph[start:match.end(1)].strip())
+    start = match.end()
+  sentences.append(paragraph[start:].strip())
+  return [s for s in sentences if s]
+
+
+def article_sentences(wikitext, filter_wiki, min_sentence_words):
+  """Returns the prose sentences of one article, in order."""
+  sentences = []
+  for paragraph in prose_paragraphs(strip_wikitext(wikitext, filter_wiki)):
+    sentences.extend(
+        s for s in split_sentences(paragraph) if len(s.split()) >= min_sentence_words)
+  return sentences
+
+
+def read_articles(dump_path, wikicorpus):
+  """Yields ``(title, wikitext)`` of real articles: no redirects, disambiguations or meta pages."""
+  with bz2.open(dump_path, "rb") as stream:
+    for title, wikitext, _ in wikicorpus.extract_pages(stream):
+      if _NON_ARTICLE_TITLE.match(title) or "(disambiguation)" in title:
+        continue
+      if wikitext.lstrip().lower().startswith("#redirect"):
+        continue
+      yield title, wikitext
+
+
+def _character_inventory(text_path, normalizer, pre_tokenizer, limit_alphabet):
+  """Returns (alphabet, continuing characters): what the WordPiece trainer will need.
+
+  The alphabet is the ``limit_alphabet`` most frequent characters of the normalised,
+  pre-tokenised words (ties by code point); continuing characters are those of the alphabet that
+  occur after the first character of some word, so need a ``##`` token.
+  """
+  counts = collections.Counter()
+  continuing = set()
+  with open(text_path, encoding="utf-8") as f:
+    for line in f:
+      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
+        counts.update(word)
+        continuing.update(word[1:])
+  ranked = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
+  alphabet = sorted(ranked)
+  return alphabet, [c for c in alphabet if c in continuing]
+
+
+def train_wordpiece_vocab(text_path, vocab_size, limit_alphabet=1000):
+  """Trains an uncased BERT WordPiece vocab on a text file; returns the tokens in id order.
+
+  ``tokenizers`` numbers the ``##x`` tokens in hash-map order and breaks ties between equally
+  frequent merges by token id, so two runs can give different vocabs (huggingface/tokenizers
+  #1794). Registering every ``##x`` token up front, in a sorted order, fixes their ids and so
+  makes the merges, and the whole vocab, reproducible.
+  """
+  tokenizer = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+  tokenizer.normalizer = normalizers.BertNormalizer(
+      clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
+  tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  alphabet, continuing = _character_inventory(
+      text_path, tokenizer.normalizer, tokenizer.pre_tokenizer, limit_alphabet)
+  continuing_tokens = ["##" + c for c in continuing]
+  trainer = trainers.WordPieceTrainer(
+      vocab_size=vocab_size, min_frequency=2,
+      special_tokens=list(_SPECIAL_TOKENS) + continuing_tokens, initial_alphabet=alphabet,
+      limit_alphabet=len(alphabet), continuing_subword_prefix="##", show_progress=False)
+  tokenizer.train([text_path], trainer)
+  vocab = tokenizer.get_vocab()
+  if sorted(vocab.values()) != list(range(len(vocab))):
+    raise RuntimeError("the trained WordPiece vocab has gaps in its ids")
+  # Conventional BERT layout: special tokens, single characters, their ## forms, then merges.
+  registered = set(_SPECIAL_TOKENS) | set(continuing_tokens)
+  learned = [t for t in sorted(vocab, key=vocab.get) if t not in registered]
+  singles = [t for t in learned if len(t) == 1]
+  merges = [t for t in learned if len(t) != 1]
+  return list(_SPECIAL_TOKENS) + singles + continuing_tokens + merges
+
+
+def _attribution_markdown(titles, num_sentences, num_bytes, vocab_size, min_sentence_words,
+                          min_document_sentences):
+  """Text of ATTRIBUTION.md: source, licence, method and the regeneration command."""
+  title_lines = "\n".join(f"- {t}" for t in titles)
+  return f"""# Default corpus: attribution and provenance
+
+`enwiki_sample.txt` is text from **English Wikipedia** (<https://en.wikipedia.org>), written by
+Wikipedia contributors and licensed under the
+[Creative Commons Attribution-ShareAlike 3.0](https://creativecommons.org/licenses/by-sa/3.0/) /
+[4.0](https://creativecommons.org/licenses/by-sa/4.0/) licences (CC BY-SA). Each article's
+authors are listed in its page history on Wikipedia. The text here is an adapted version:
+markup, tables, lists, captions, headings and reference sections were removed and the prose was
+split into sentences. It is redistributed under the same licence (CC BY-SA).
+
+`vocab.txt` is derived from that text (an uncased WordPiece vocab of {vocab_size} entries).
+
+## How it was made
+
+- Source: `gensim/test/test_data/{_SAMPLE_NAME}`, the shortened Wikipedia dump bundled in the
+  `gensim=={_GENSIM_VERSION}` wheel (206 pages).
+- Redirects, disambiguation and meta pages were skipped; in each article everything from the
+  first "See also" / "References" / "Notes" / "External links"-style heading on was dropped;
+  tables, galleries, file links and references were removed, then gensim's `filter_wiki`
+  stripped the remaining markup.
+- Only paragraphs of running prose were kept (no headings, lists, table cells or captions),
+  split into sentences; sentences under {min_sentence_words} words and articles under
+  {min_document_sentences} sentences were dropped.
+- Format: one sentence per line, a blank line between articles ({len(titles)} articles,
+  {num_sentences} sentences, {num_bytes} bytes).
+- `vocab.txt`: `tokenizers` WordPiece trainer (BERT normaliser, lowercase, accents stripped;
+  BERT pre-tokeniser; min frequency 2; special tokens `[PAD]`=0, `[UNK]`, `[CLS]`, `[SEP]`,
+  `[MASK]`).
+
+## Regenerate
+
+```
+{_REGENERATE_COMMAND}
+```
+
+## Articles
+
+{title_lines}
+"""
+
+
+def build_corpus(source, output_dir, vocab_size, min_sentence_words, min_document_sentences):
+  """Writes enwiki_sample.txt, vocab.txt and ATTRIBUTION.md into ``output_dir``.
+
+  Returns:
+    The titles of the articles that made it into the corpus.
+  """
+  wikicorpus = _import_gensim_wikicorpus()
+  titles = []
+  documents = []
+  for title, wikitext in read_articles(source, wikicorpus):
+    sentences = article_sentences(wikitext, wikicorpus.filter_wiki, min_sentence_words)
+    if len(sentences) >= min_document_sentences:
+      titles.append(title)
+      documents.append(sentences)
+  os.makedirs(output_dir, exist_ok=True)
+  text_path = os.path.join(output_dir, "enwiki_sample.txt")
+  text = "\n\n".join("\n".join(doc) for doc in documents) + "\n"
+  with open(text_path, "w", encoding="utf-8", newline="\n") as f:
+    f.write(text)
+  tokens = train_wordpiece_vocab(text_path, vocab_size)
+  with open(os.path.join(output_dir, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
+    f.write("".join(t + "\n" for t in tokens))
+  num_sentences = sum(len(d) for d in documents)
+  with open(os.path.join(output_dir, "ATTRIBUTION.md"), "w", encoding="utf-8") as f:
+    f.write(_attribution_markdown(
+        titles, num_sentences, len(text.encode("utf-8")), len(tokens), min_sentence_words,
+        min_document_sentences))
+  logging.info("wrote %d articles, %d sentences, %d vocab entries to %s",
+               len(titles), num_sentences, len(tokens), output_dir)
+  return titles
+
+
+def _parse_args(argv):
+  parser = argparse.ArgumentParser(
+      prog="python -m bert_jax.tools.build_default_corpus",
+      description="Rebuilds bert_jax/data/corpus from the Wikipedia sample in the gensim wheel.")
+  parser.add_argument("--source", default="",
+                      help="Wikipedia .xml.bz2 dump; default: the sample inside gensim")
+  parser.add_argument("--output_dir", default="",
+                      help="where to write the files; default: the bert_jax/data/corpus dir")
+  parser.add_argument("--vocab_size", type=int, default=8192,
+                      help="entries in the WordPiece vocab")
+  parser.add_argument("--min_sentence_words", type=int, default=4,
+                      help="sentences with fewer words are dropped as fragments")
+  parser.add_argument("--min_document_sentences", type=int, default=3,
+                      help="articles with fewer prose sentences are dropped")
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = _parse_args(argv)
+  logging.set_verbosity(logging.INFO)
+  source = args.source or _gensim_sample_path()
+  output_dir = args.output_dir or os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus")
+  build_corpus(source, output_dir, args.vocab_size, args.min_sentence_words,
+               args.min_document_sentences)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

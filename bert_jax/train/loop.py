@@ -1,0 +1,188 @@
+"""The train loop: `train_and_evaluate(config, workdir)`, shared by every task."""
+
+import signal
+import time
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+from etils import epath
+
+from bert_jax.data import pretraining_pipeline
+from bert_jax.errors import UserInputError
+from bert_jax.parallel import mesh as mesh_lib
+from bert_jax.parallel import sharding
+from bert_jax.train import flops
+from bert_jax.train import run_state
+from bert_jax.train import setup
+from bert_jax.train.checkpointing import Checkpointer
+from bert_jax.train.metrics_writer import MetricsWriter
+from bert_jax.train.settings import check_batch_fits_mesh, settings_from_config
+
+
+class NonFiniteLossError(RuntimeError):
+  """The loss or gradient norm became NaN/inf; the last good checkpoint is kept."""
+
+
+class _SigtermFlag:
+  """Turns SIGTERM (a Cloud TPU preemption notice) into a flag the loop checks every step."""
+
+  def __init__(self):
+    self.raised = False
+    self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.raised = True
+
+  def restore(self):
+    signal.signal(signal.SIGTERM, self._previous)
+
+
+class _IntervalMetrics:
+  """Sums one log interval's per-step metric sums on the host and times the interval.
+
+  Steps are timed from the end of the run's first step, so compilation never counts as speed.
+  """
+
+  def __init__(self):
+    self.sums, self.grad_norm_sum, self.steps = None, 0.0, 0
+    self.timed_steps, self.start = 0, None
+
+  def add(self, metrics):
+    sums = {k: np.asarray(v, np.float64) for k, v in metrics.items()
+            if k not in ("grad_norm", "learning_rate", "finite")}
+    self.sums = sums if self.sums is None else {k: self.sums[k] + sums[k] for k in sums}
+    self.grad_norm_sum += float(metrics["grad_norm"])
+    self.learning_rate = float(metrics["learning_rate"])
+    self.steps += 1
+    if self.start is None:
+      self.start = time.monotonic()
+    else:
+      self.timed_steps += 1
+
+  def steps_per_sec(self):
+    """None until a step after the first has finished."""
+    if not self.timed_steps:
+      return None
+    return self.timed_steps / max(time.monotonic() - self.start, 1e-9)
+
+  def reset(self):
+    self.sums, self.grad_norm_sum, self.steps = None, 0.0, 0
+    self.timed_steps, self.start = 0, time.monotonic()
+
+
+def _batches(data, settings, split, start_position=0):
+  return data.batches(split=split, seed=settings.trainer.seed,
+                      global_batch_size=settings.trainer.global_batch_size,
+                      process_index=jax.process_index(), process_count=jax.process_count(),
+                      start_position=start_position)
+
+
+def evaluate(eval_fn, params, eval_batches, mesh, rng, task):
+  """Metrics of the deterministic model over the whole (finite) eval split."""
+  totals = None
+  for host_batch in eval_batches:
+    sums = jax.device_get(eval_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng))
+    totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
+  if totals is None:
+    raise UserInputError("the eval split is empty; add text or lower data.eval_fraction")
+  return task.metrics_from_sums(totals)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Trains (or resumes) the run described by ``config`` in ``workdir``.
+
+  Args:
+    config: the experiment config (see configs/).
+    workdir: where config.json, checkpoints/, metrics.jsonl and tensorboard/ live.
+
+  Returns:
+    The last eval metrics.
+  """
+  settings = settings_from_config(config)
+  trainer = settings.trainer
+  workdir = epath.Path(workdir)
+  run_state.write_config_json(workdir, config, settings.model)
+  mesh = mesh_lib.make_mesh(settings.mesh)
+  check_batch_fits_mesh(trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh)
+    checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
+    state, rng, position = run_state.restore_or_initialize(
+        checkpointer, training.init_params, training.optimizer, training.abstract_state,
+        training.state_shardings, trainer.seed, sharding.replicated(mesh))
+    data = pretraining_pipeline.PretrainingData(settings.data,
+                                                model_vocab_size=settings.model.vocab_size)
+    return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)
+
+
+def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position):
+  """The step loop proper: dispatch step N+1 before reading step N's metrics."""
+  trainer = settings.trainer
+  task = training.task
+  eval_rng = jax.device_put(jax.random.key(trainer.seed + 1), sharding.replicated(mesh))
+  start_step = int(jax.device_get(state.step))
+  writer = MetricsWriter(str(workdir), trainer.num_train_steps)
+  flops_per_step = flops.train_flops_per_step(
+      settings.model, trainer.global_batch_size, settings.data.max_seq_length,
+      settings.data.max_predictions_per_seq)
+  peak = flops.total_peak_flops(trainer.peak_flops_per_device)
+  tokens_per_step = trainer.global_batch_size * settings.data.max_seq_length
+  batches = _batches(data, settings, "train", start_position=position)
+  sigterm = _SigtermFlag() if jax.process_count() == 1 else None
+  interval = _IntervalMetrics()
+  pending = []  # (step number after the update, device metrics)
+  last_saved = start_step if start_step else None
+  eval_metrics = {}
+
+  def drain(keep: int):
+    while len(pending) > keep:
+      step, metrics = pending.pop(0)
+      metrics = jax.device_get(metrics)
+      if not bool(metrics["finite"]):
+        raise NonFiniteLossError(
+            f"loss or gradient is not finite at step {step}; the last good checkpoint is "
+            f"{checkpointer.directory}/{last_saved}; lower optimizer.learning_rate or check "
+            "the data")
+      interval.add(metrics)
+      if step % trainer.log_every_steps == 0:
+        row = task.metrics_from_sums(interval.sums)
+        row.update(learning_rate=interval.learning_rate,
+                   grad_norm=interval.grad_norm_sum / interval.steps)
+        steps_per_sec = interval.steps_per_sec()
+        if steps_per_sec is not None:
+          row.update(steps_per_sec=steps_per_sec, tokens_per_sec=steps_per_sec * tokens_per_step,
+                     mfu=steps_per_sec * flops_per_step / peak)
+        writer.write(step, "train", row)
+        interval.reset()
+
+  try:
+    for step in range(start_step, trainer.num_train_steps):
+      batch = sharding.host_batch_to_global(next(batches), mesh)
+      state, metrics = training.train_step(state, batch, rng)
+      pending.append((step + 1, metrics))
+      drain(keep=1)
+      done = step + 1
+      preempted = sigterm.raised if sigterm else checkpointer.reached_preemption(done)
+      if (done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or
+          preempted):
+        drain(keep=0)  # Never checkpoint a state whose update was not finite.
+        checkpointer.save(done, state, rng, batches.position)
+        last_saved = done
+      if done % trainer.eval_every_steps == 0 or done == trainer.num_train_steps:
+        drain(keep=0)
+        eval_metrics = evaluate(training.eval_step, state.params,
+                                _batches(data, settings, "eval"), mesh, eval_rng, task)
+        writer.write(done, "eval", eval_metrics)
+      if preempted:
+        logging.warning("Preempted (SIGTERM): saved step %d, exiting", done)
+        break
+    drain(keep=0)
+  finally:
+    checkpointer.close()
+    writer.close()
+    if sigterm:
+      sigterm.restore()
+  return eval_metrics

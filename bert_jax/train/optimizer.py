@@ -1,0 +1,61 @@
+"""Optimizers (AdamW, LAMB) with BERT's schedule, clipping and weight-decay mask."""
+
+import dataclasses
+
+import jax
+import optax
+
+from bert_jax.errors import UserInputError
+
+OPTIMIZERS = ("adamw", "lamb")
+# Weight decay applies to matrices and embedding tables only, never to LayerNorm or biases.
+_DECAYED_PARAM_NAMES = ("kernel", "embedding")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  """Optimizer hyper-parameters; defaults are the BERT paper's pretraining recipe."""
+  name: str = "adamw"
+  learning_rate: float = 1e-4
+  warmup_steps: int = 10_000
+  weight_decay: float = 0.01
+  b1: float = 0.9
+  b2: float = 0.999
+  eps: float = 1e-6
+  max_grad_norm: float = 1.0
+
+  def __post_init__(self):
+    if self.name not in OPTIMIZERS:
+      raise UserInputError(f"optimizer.name={self.name!r} is unknown; choose one of "
+                           f"{', '.join(OPTIMIZERS)}")
+
+
+def learning_rate_schedule(config: OptimizerConfig, num_train_steps: int) -> optax.Schedule:
+  """Linear warmup from 0 to the peak, then linear decay to 0 at ``num_train_steps``."""
+  warmup = min(config.warmup_steps, num_train_steps)
+  return optax.join_schedules([
+      optax.linear_schedule(0.0, config.learning_rate, max(warmup, 1)),
+      optax.linear_schedule(config.learning_rate, 0.0, max(num_train_steps - warmup, 1)),
+  ], boundaries=[warmup])
+
+
+def weight_decay_mask(params):
+  """True for parameters that get weight decay (kernels and embedding tables)."""
+  def decayed(path, _):
+    names = [getattr(key, "key", None) for key in path]
+    return any(name in _DECAYED_PARAM_NAMES for name in names)
+  return jax.tree_util.tree_map_with_path(decayed, params)
+
+
+def make_optimizer(config: OptimizerConfig, num_train_steps: int) -> optax.GradientTransformation:
+  """Gradient clipping followed by AdamW or LAMB on the warmup/decay schedule."""
+  schedule = learning_rate_schedule(config, num_train_steps)
+  if config.name == "adamw":
+    update = optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps,
+                         weight_decay=config.weight_decay, mask=weight_decay_mask)
+  else:
+    update = optax.lamb(schedule, b1=config.b1, b2=config.b2, eps=config.eps,
+                        weight_decay=config.weight_decay, mask=weight_decay_mask)
+  clip = (optax.clip_by_global_norm(config.max_grad_norm) if config.max_grad_norm > 0
+          else optax.identity())
+  return optax.chain(clip, update)

@@ -1,0 +1,56 @@
+"""Starting a run: the resolved config in the workdir, then resume > init_from > scratch."""
+
+import dataclasses
+import json
+
+import jax
+import ml_collections
+from absl import logging
+from etils import epath
+
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig
+from bert_jax.train import state as state_lib
+from bert_jax.train.checkpointing import Checkpointer
+
+
+def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
+                      model: ModelConfig):
+  """Writes ``config.json``, refusing a workdir that holds a run of a different model.
+
+  The ``model`` section is written resolved (size presets expanded). Only it must match:
+  longer training, other logging or a new learning rate may resume an existing run, another
+  architecture may not (its checkpoints would not load).
+  """
+  path = workdir / "config.json"
+  new = json.loads(config.to_json_best_effort())
+  new["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
+  if path.exists() and jax.process_index() == 0:
+    old = json.loads(path.read_text())
+    old_model, new_model = old.get("model", {}), new.get("model", {})
+    for key in sorted(set(old_model) | set(new_model)):
+      if old_model.get(key) != new_model.get(key):
+        raise UserInputError(
+            f"{workdir} holds a run with model.{key}={old_model.get(key)!r} but the config "
+            f"says {new_model.get(key)!r}; use a new --workdir or the original config")
+  if jax.process_index() == 0:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(new, indent=2, sort_keys=True) + "\n")
+
+
+def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, abstract_state,
+                          state_shardings, seed: int, rng_sharding):
+  """Returns (state, rng, data position), by this precedence, decided here only.
+
+  1. The latest checkpoint in the workdir (resume exactly: state, rng, data position).
+  2. Otherwise a fresh state from ``seed`` (fine-tuning's ``init_from`` overlays restored
+     encoder weights on such a fresh state, so new heads are initialised).
+  """
+  param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
+  rng = jax.device_put(dropout_rng, rng_sharding)
+  step = checkpointer.latest_step()
+  if step is not None:
+    logging.info("Resuming from %s/%d", checkpointer.directory, step)
+    return checkpointer.restore(step, abstract_state, rng)
+  state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings)
+  return state, rng, 0

@@ -1,0 +1,104 @@
+"""The config boundary: a ConfigDict becomes frozen dataclasses once, validated across sections.
+
+Nothing below this module reads the ConfigDict; each component gets only its own slice.
+"""
+
+import dataclasses
+from typing import Any
+
+import ml_collections
+
+from bert_jax.data.pretraining_pipeline import PretrainingDataConfig
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.parallel.mesh import MeshConfig
+from bert_jax.train.optimizer import OptimizerConfig
+
+TASKS = ("pretraining",)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+  """Top-level keys of the config: what the train loop itself needs."""
+  task: str = "pretraining"
+  seed: int = 0
+  num_train_steps: int = 1000
+  global_batch_size: int = 32
+  gradient_accumulation_steps: int = 1
+  log_every_steps: int = 50
+  eval_every_steps: int = 500
+  checkpoint_every_steps: int = 500
+  max_checkpoints_to_keep: int = 3
+  init_from: str = ""
+  peak_flops_per_device: float = 0.0
+  use_nsp: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+  trainer: TrainerConfig
+  model: ModelConfig
+  data: PretrainingDataConfig
+  optimizer: OptimizerConfig
+  mesh: MeshConfig
+
+
+def _section(cls, values: dict, section: str):
+  known = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
+  return cls(**values)
+
+
+def _plain(value: Any):
+  if isinstance(value, (ml_collections.ConfigDict, ml_collections.FrozenConfigDict)):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return tuple(_plain(v) for v in value)
+  return value
+
+
+def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
+  """Converts and validates the whole config; raises `UserInputError` on the first problem."""
+  values = _plain(config)
+  model = model_config_from_dict(values.pop("model", {}))
+  data = _section(PretrainingDataConfig, dict(values.pop("data", {})), "data")
+  optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
+  mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
+  trainer = _section(TrainerConfig, values, "top-level")
+  _check_consistency(trainer, model, data)
+  return RunSettings(trainer=trainer, model=model, data=data, optimizer=optimizer, mesh=mesh)
+
+
+def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data: PretrainingDataConfig):
+  if trainer.task not in TASKS:
+    raise UserInputError(f"task={trainer.task!r} is unknown; choose one of {', '.join(TASKS)}")
+  if data.max_seq_length > model.max_position_embeddings:
+    raise UserInputError(
+        f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
+        f"{model.max_position_embeddings}; shorten the sequences or add position embeddings")
+  if data.max_predictions_per_seq > data.max_seq_length:
+    raise UserInputError(
+        f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
+        f"data.max_seq_length={data.max_seq_length}")
+  if trainer.global_batch_size % trainer.gradient_accumulation_steps:
+    raise UserInputError(
+        f"global_batch_size={trainer.global_batch_size} is not divisible by "
+        f"gradient_accumulation_steps={trainer.gradient_accumulation_steps}")
+  for key in ("num_train_steps", "global_batch_size", "log_every_steps", "eval_every_steps",
+              "checkpoint_every_steps", "gradient_accumulation_steps"):
+    if getattr(trainer, key) < 1:
+      raise UserInputError(f"{key}={getattr(trainer, key)} must be at least 1")
+
+
+def check_batch_fits_mesh(trainer: TrainerConfig, data_parallel_size: int, process_count: int):
+  """The (micro-)batch must split evenly over data-parallel devices and over hosts."""
+  micro_batch = trainer.global_batch_size // trainer.gradient_accumulation_steps
+  if micro_batch % data_parallel_size:
+    raise UserInputError(
+        f"global_batch_size / gradient_accumulation_steps = {micro_batch} does not divide over "
+        f"the {data_parallel_size} data-parallel devices (mesh data x fsdp); pick a multiple")
+  if trainer.global_batch_size % process_count:
+    raise UserInputError(f"global_batch_size={trainer.global_batch_size} does not divide over "
+                         f"{process_count} processes")

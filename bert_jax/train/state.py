@@ -1,0 +1,52 @@
+"""The train state and its sharded initialisation (never materialised on one device)."""
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from bert_jax.parallel import sharding
+
+
+class TrainState(flax.struct.PyTreeNode):
+  """Everything a train step updates: step counter, parameters, optimizer state."""
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+def _boxed_state(init_params: Callable[[jax.Array], Any], optimizer, rng) -> TrainState:
+  params = init_params(rng)
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                    opt_state=optimizer.init(params))
+
+
+def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransformation, mesh,
+                                 rules):
+  """Shapes and shardings of the train state, from `jax.eval_shape` alone.
+
+  Args:
+    init_params: rng -> params tree with logical-axis boxes (e.g. a module's init).
+    optimizer: the optax transformation (its state inherits the params' logical axes).
+    mesh: the device mesh.
+    rules: logical axis rules.
+
+  Returns:
+    (abstract unboxed `TrainState` with shardings attached, tree of `NamedSharding`s).
+  """
+  boxed = jax.eval_shape(lambda rng: _boxed_state(init_params, optimizer, rng),
+                         jax.random.key(0))
+  shardings = sharding.logical_shardings(boxed, mesh, rules)
+  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                          sharding.strip_boxes(boxed), shardings)
+  return abstract, shardings
+
+
+def init_state(init_params, optimizer, rng, shardings) -> TrainState:
+  """Initialises the train state directly into its shardings with one jitted call."""
+  def init(key):
+    return nn.unbox(_boxed_state(init_params, optimizer, key))
+  return jax.jit(init, out_shardings=shardings)(rng)

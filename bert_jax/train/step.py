@@ -1,0 +1,107 @@
+"""Pure train and eval steps, and their jitted, sharded forms.
+
+`train_step(state, batch, rng)` is a module-level pure function; the task, optimizer and
+accumulation count are bound with `functools.partial` before it is jitted once.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from bert_jax.parallel import sharding
+from bert_jax.train.state import TrainState
+
+
+def _rngs(rng):
+  dropout_rng, hashing_rng = jax.random.split(rng)
+  return {"dropout": dropout_rng, "hashing": hashing_rng}
+
+
+def _split_microbatches(batch, accumulation_steps: int):
+  """[B, ...] -> [A, B/A, ...]; micro-batch i takes every A-th row, so each stays sharded."""
+  def split(x):
+    x = x.reshape((x.shape[0] // accumulation_steps, accumulation_steps) + x.shape[1:])
+    return jnp.swapaxes(x, 0, 1)
+  return jax.tree.map(split, batch)
+
+
+def train_step(state: TrainState, batch, rng, *, task, optimizer: optax.GradientTransformation,
+               schedule: optax.Schedule, accumulation_steps: int = 1):
+  """One optimizer update on one global batch.
+
+  Args:
+    state: current train state.
+    batch: dict of global arrays (leading dimension = global batch).
+    rng: the run's base PRNG key; the step folds its own number in, so a resumed run draws
+      the same dropout masks as an uninterrupted one.
+    task: the objective (`loss_and_sums`, `denominators`, `model`, `model_inputs`).
+    optimizer: optax transformation.
+    schedule: learning-rate schedule, for the metric only.
+    accumulation_steps: micro-batches per update; gradients are summed, normalised once.
+
+  Returns:
+    (new state, dict of metric sums plus ``grad_norm``, ``learning_rate``, ``finite``).
+  """
+  model = task.model(deterministic=False)
+  denominators = task.denominators(batch)
+  step_rng = jax.random.fold_in(rng, state.step)
+
+  def loss_fn(params, micro_batch, micro_rng):
+    outputs = model.apply({"params": params}, *task.model_inputs(micro_batch),
+                          rngs=_rngs(micro_rng))
+    return task.loss_and_sums(outputs, micro_batch, denominators)
+
+  def loss_sums_grads(params, micro_batch, micro_rng):
+    (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, micro_batch,
+                                                                      micro_rng)
+    return loss, sums, grads
+
+  if accumulation_steps == 1:
+    loss, sums, grads = loss_sums_grads(state.params, batch, step_rng)
+  else:
+    micro_batches = _split_microbatches(batch, accumulation_steps)
+    micro_rngs = jax.random.split(step_rng, accumulation_steps)
+
+    def accumulate(carry, inputs):
+      return jax.tree.map(jnp.add, carry, loss_sums_grads(state.params, *inputs)), None
+
+    first = jax.tree.map(lambda x: x[0], (micro_batches, micro_rngs))
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                         jax.eval_shape(loss_sums_grads, state.params, *first))
+    (loss, sums, grads), _ = jax.lax.scan(accumulate, zeros, (micro_batches, micro_rngs))
+
+  grad_norm = optax.tree.norm(grads)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                            opt_state=opt_state)
+  metrics = dict(sums, grad_norm=grad_norm, learning_rate=schedule(state.step),
+                 finite=jnp.isfinite(loss) & jnp.isfinite(grad_norm))
+  return new_state, metrics
+
+
+def eval_step(params, batch, rng, *, task):
+  """Metric sums of the deterministic model on one global batch."""
+  model = task.model(deterministic=True)
+  outputs = model.apply({"params": params}, *task.model_inputs(batch), rngs=_rngs(rng))
+  _, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
+  return sums
+
+
+def jit_train_step(task, optimizer, schedule, accumulation_steps, mesh, state_shardings,
+                   batch_example):
+  """`train_step` jitted with explicit in/out shardings and the state donated."""
+  batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
+  step = functools.partial(train_step, task=task, optimizer=optimizer, schedule=schedule,
+                           accumulation_steps=accumulation_steps)
+  return jax.jit(step, in_shardings=(state_shardings, batch_shardings, sharding.replicated(mesh)),
+                 out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
+
+
+def jit_eval_step(task, mesh, params_shardings, batch_example):
+  """`eval_step` jitted with explicit shardings (metric sums come back replicated)."""
+  batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
+  return jax.jit(functools.partial(eval_step, task=task),
+                 in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
+                 out_shardings=sharding.replicated(mesh))

@@ -1,0 +1,41 @@
+"""bert_jax: BERT-family and Reformer-style encoders in JAX/Flax."""
+
+import setuptools
+
+# The versions tested together on Python 3.11 (REFERENCE.md); on TPU VMs install jax[tpu] too.
+INSTALL_REQUIRES = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "tensorflow-cpu==2.21.0",
+    "tensorflow-datasets==4.9.10",
+    "tensorboard==2.21.0",
+    "sentencepiece==0.2.3",
+    "tokenizers==0.22.2",
+    "ml-collections==1.1.0",
+    "numpy==2.4.6",
+    "protobuf==7.36.2",
+    "absl-py",
+    "etils[epath]",
+]
+
+EXTRAS_REQUIRE = {
+    "test": ["pytest==9.2.0"],
+    # Reference implementations for equivalence tests and side-by-side benchmarks.
+    "hf": ["transformers==4.57.6", "safetensors==0.8.0"],
+}
+
+setuptools.setup(
+    name="bert_jax",
+    version="0.1.0",
+    description="Pretrain and fine-tune BERT-family and Reformer encoders with JAX on TPU pods.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=setuptools.find_packages(include=["bert_jax", "bert_jax.*"]),
+    package_data={"bert_jax.data": ["corpus/*"]},
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+)

@@ -1,0 +1,14 @@
+"""Test setup: 8 fake CPU devices and quiet TensorFlow, fixed before jax or TF is imported."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # pylint: disable=g-import-not-at-top
+
+# Implicit rank promotion hides shape bugs; make it an error everywhere under test.
+jax.config.update("jax_numpy_rank_promotion", "raise")

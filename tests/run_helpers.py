@@ -1,0 +1,72 @@
+"""Running `bert_jax.main` as a real subprocess, the way users and TPU workers run it."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def small_flags(**overrides):
+  """Command-line overrides making configs/bert_tiny.py a few-second CPU run."""
+  values = {
+      "num_train_steps": 8, "global_batch_size": 8, "log_every_steps": 1,
+      "eval_every_steps": 1000, "checkpoint_every_steps": 4, "model.max_position_embeddings": 64,
+      "data.max_seq_length": 32, "data.max_predictions_per_seq": 5,
+      "data.num_eval_examples": 16, "optimizer.warmup_steps": 2,
+  }
+  values.update(overrides)
+  return [f"--config.{k}={v}" for k, v in values.items()]
+
+
+def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
+  return [sys.executable, "-m", "bert_jax.main", f"--config={REPO / config}",
+          f"--workdir={workdir}", *extra_flags]
+
+
+def env(devices=1, **extra):
+  environment = dict(os.environ)
+  environment.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+                     JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2", **extra)
+  return environment
+
+
+def run_main(workdir, extra_flags=(), devices=1, timeout=300, config="configs/bert_tiny.py"):
+  return subprocess.run(main_command(workdir, extra_flags, config), env=env(devices), cwd=REPO,
+                        capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def read_metrics(workdir, split="train"):
+  path = pathlib.Path(workdir) / "metrics.jsonl"
+  return [row for row in map(json.loads, path.read_text().splitlines()) if row["split"] == split]
+
+
+def checkpoint_steps(workdir):
+  directory = pathlib.Path(workdir) / "checkpoints"
+  return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def restore_params(workdir, step):
+  """The params of a checkpoint as numpy arrays (no model or mesh needed)."""
+  path = pathlib.Path(workdir) / "checkpoints" / str(step) / "state"
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  with ocp.StandardCheckpointer() as checkpointer:
+    metadata = checkpointer.metadata(path).item_metadata.tree
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                          metadata)
+    state = checkpointer.restore(path, target)
+  return {"/".join(map(str, k)): np.asarray(v) for k, v in _flatten(state["params"])}
+
+
+def _flatten(tree, prefix=()):
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      yield from _flatten(value, prefix + (key,))
+    else:
+      yield prefix + (key,), value

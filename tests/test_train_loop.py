@@ -1,0 +1,148 @@
+"""The train loop end to end: metrics, TensorBoard, resume, preemption, NaN stop, 2 processes."""
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import run_helpers
+
+
+def test_trains_logs_and_resumes(tmp_path):
+  first = run_helpers.run_main(tmp_path, run_helpers.small_flags(
+      num_train_steps=12, eval_every_steps=12, **{"optimizer.learning_rate": 3e-3}))
+  assert first.returncode == 0, first.stderr[-3000:]
+  rows = run_helpers.read_metrics(tmp_path)
+  assert [r["step"] for r in rows] == list(range(1, 13))
+  assert rows[-1]["mlm_loss"] < rows[0]["mlm_loss"] - 0.5  # It learns.
+  for key in ("loss", "mlm_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm",
+              "tokens_per_sec", "steps_per_sec", "mfu"):
+    assert np.isfinite(rows[-1][key]), key
+  assert run_helpers.read_metrics(tmp_path, "eval")[-1]["step"] == 12
+  assert run_helpers.checkpoint_steps(tmp_path) == [4, 8, 12]
+  # TensorBoard has the same numbers as metrics.jsonl.
+  events = list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+  logged = {}
+  for event in tf.compat.v1.train.summary_iterator(str(events[0])):
+    for value in event.summary.value:
+      logged[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+  assert logged[("train/mlm_loss", 12)] == pytest.approx(rows[-1]["mlm_loss"], rel=1e-6)
+  # Running again with more steps resumes at step 12 instead of starting over.
+  second = run_helpers.run_main(tmp_path, run_helpers.small_flags(num_train_steps=14))
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert "Resuming from" in second.stderr
+  steps = [r["step"] for r in run_helpers.read_metrics(tmp_path)]
+  assert steps == list(range(1, 15))
+
+
+def _wait_for(predicate, timeout=240):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if predicate():
+      return
+    time.sleep(0.05)
+  raise TimeoutError("condition not reached")
+
+
+def _train_rows(workdir):
+  path = pathlib.Path(workdir) / "metrics.jsonl"
+  return run_helpers.read_metrics(workdir) if path.exists() else []
+
+
+def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path):
+  flags = run_helpers.small_flags(num_train_steps=40, checkpoint_every_steps=16,
+                                  log_every_steps=4)
+  straight = run_helpers.run_main(tmp_path / "straight", flags)
+  assert straight.returncode == 0, straight.stderr[-3000:]
+
+  killed_dir = tmp_path / "killed"
+  process = subprocess.Popen(run_helpers.main_command(killed_dir, flags), env=run_helpers.env(),
+                             cwd=run_helpers.REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+  try:  # Kill once checkpoint 16 is final and training has gone past it, before 32.
+    _wait_for(lambda: (killed_dir / "checkpoints" / "16").exists() and
+              any(r["step"] > 16 for r in _train_rows(killed_dir)))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+  finally:
+    process.kill()
+  assert run_helpers.checkpoint_steps(killed_dir) == [16]
+  resumed = run_helpers.run_main(killed_dir, flags)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  expected = run_helpers.restore_params(tmp_path / "straight", 40)
+  actual = run_helpers.restore_params(killed_dir, 40)
+  assert expected.keys() == actual.keys()
+  for name in expected:  # Bitwise: same XLA program, same data, same rng on the same CPU.
+    np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
+  flags = run_helpers.small_flags(num_train_steps=500, checkpoint_every_steps=1000)
+  process = subprocess.Popen(run_helpers.main_command(tmp_path, flags), env=run_helpers.env(),
+                             cwd=run_helpers.REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+  try:
+    _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)))
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+  finally:
+    process.kill()
+  assert process.returncode == 0, stderr[-3000:]
+  saved = run_helpers.checkpoint_steps(tmp_path)
+  assert len(saved) == 1 and 3 <= saved[0] < 500
+
+
+def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+  # A huge learning rate blows the params up after the first update.
+  flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=1,
+                                  **{"optimizer.learning_rate": 1e30,
+                                     "optimizer.warmup_steps": 0})
+  result = run_helpers.run_main(tmp_path, flags)
+  assert result.returncode != 0
+  message = result.stderr.strip().splitlines()[-1]
+  assert "not finite at step" in message, result.stderr[-3000:]
+  bad_step = int(message.split("not finite at step ")[1].split(";")[0])
+  assert run_helpers.checkpoint_steps(tmp_path)[-1] == bad_step - 1
+  assert f"checkpoints/{bad_step - 1}" in message
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_two_processes_give_the_same_losses_as_one(tmp_path):
+  flags = run_helpers.small_flags(num_train_steps=4, checkpoint_every_steps=4)
+  single = run_helpers.run_main(tmp_path / "one", flags, devices=4)
+  assert single.returncode == 0, single.stderr[-3000:]
+  port = _free_port()
+  processes = [
+      subprocess.Popen(
+          run_helpers.main_command(tmp_path / "two", flags + [
+              f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
+              f"--process_id={i}"]), env=run_helpers.env(devices=2), cwd=run_helpers.REPO,
+          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+      for i in range(2)]
+  try:
+    outputs = [p.communicate(timeout=300)[1] for p in processes]
+  finally:
+    for p in processes:
+      p.kill()
+  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  one = run_helpers.read_metrics(tmp_path / "one")
+  two = run_helpers.read_metrics(tmp_path / "two")
+  assert [r["step"] for r in two] == [1, 2, 3, 4]
+  for a, b in zip(one, two):
+    for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm"):
+      assert b[key] == pytest.approx(a[key], rel=1e-5), (key, a["step"])
+  np.testing.assert_allclose(
+      run_helpers.restore_params(tmp_path / "two", 4)["bert/pooler/kernel"],
+      run_helpers.restore_params(tmp_path / "one", 4)["bert/pooler/kernel"], rtol=1e-5,
+      atol=1e-6)
