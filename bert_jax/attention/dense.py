@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.attention import masks
+from bert_jax.models import dropout as dropout_lib
 
 
 def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout_rate=0.0,
@@ -33,8 +34,7 @@ def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout
   logits_BHQK = jnp.where(mask_B1QK, logits_BHQK, masks.large_negative(jnp.float32))
   probs_BHQK = jax.nn.softmax(logits_BHQK, axis=-1)
   if not deterministic and dropout_rate > 0.0:
-    keep_BHQK = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, probs_BHQK.shape)
-    probs_BHQK = jnp.where(keep_BHQK, probs_BHQK / (1.0 - dropout_rate), 0.0)
+    probs_BHQK = dropout_lib.dropout(probs_BHQK, dropout_rate, dropout_rng)
   return jnp.einsum("bhqk,bkhd->bqhd", probs_BHQK.astype(value_BLHD.dtype), value_BLHD)
 
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.attention import masks
+from bert_jax.errors import UserInputError
 
 
 def _windows(x_BCQ, n_chunks_before, n_chunks_after):
@@ -45,16 +46,16 @@ def local_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, chunk_l
   """
   batch, length, n_heads, head_dim = query_BLHD.shape
   if key_BLHD.shape != query_BLHD.shape or value_BLHD.shape != query_BLHD.shape:
-    raise ValueError(f"query, key and value must share one [batch, length, heads, head_dim] "
+    raise UserInputError(f"query, key and value must share one [batch, length, heads, head_dim] "
                      f"shape, got {query_BLHD.shape}, {key_BLHD.shape} and {value_BLHD.shape}.")
   if segment_ids_BL.shape != (batch, length):
-    raise ValueError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
+    raise UserInputError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
                      "pass one id per token (0 = padding).")
   if chunk_len < 1 or length % chunk_len:
-    raise ValueError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
+    raise UserInputError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
                      "pad the sequence to a multiple of chunk_len.")
   if n_chunks_before < 0 or n_chunks_after < 0:
-    raise ValueError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
+    raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
                      f"and {n_chunks_after}; use 0 for no neighbour on that side.")
   n_chunks = length // chunk_len
 

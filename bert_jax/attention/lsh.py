@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.attention import masks
+from bert_jax.errors import UserInputError
 
 # Added to the logit of a query's own position: small next to the padding mask, so a token still
 # attends to itself when no other key is visible, yet exp() of it underflows to 0 otherwise.
@@ -38,24 +39,24 @@ def _validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_bucket
               n_chunks_before, n_chunks_after):
   """Checks arguments; returns the number of buckets to use."""
   if qk_BLHD.ndim != 4 or qk_BLHD.shape != value_BLHD.shape:
-    raise ValueError(f"qk and value must both be [batch, length, heads, head_dim], got "
+    raise UserInputError(f"qk and value must both be [batch, length, heads, head_dim], got "
                      f"{qk_BLHD.shape} and {value_BLHD.shape}; pass one array per head layout.")
   batch, length = qk_BLHD.shape[:2]
   if segment_ids_BL.shape != (batch, length):
-    raise ValueError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
+    raise UserInputError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
                      "pass one id per token (0 = padding).")
   if n_hashes < 1:
-    raise ValueError(f"n_hashes must be >= 1, got {n_hashes}; use at least one hash round.")
+    raise UserInputError(f"n_hashes must be >= 1, got {n_hashes}; use at least one hash round.")
   if chunk_len < 1 or length % chunk_len:
-    raise ValueError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
+    raise UserInputError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
                      "pad the sequence to a multiple of chunk_len.")
   if n_chunks_before < 0 or n_chunks_after < 0:
-    raise ValueError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
+    raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
                      f"and {n_chunks_after}; use 0 for no neighbour on that side.")
   if n_buckets is None:
     n_buckets = max(2, 2 * length // chunk_len)
   if n_buckets < 2 or n_buckets % 2:
-    raise ValueError(f"n_buckets must be even and >= 2, got {n_buckets}; use an even count such "
+    raise UserInputError(f"n_buckets must be even and >= 2, got {n_buckets}; use an even count such "
                      "as 2 * length // chunk_len.")
   return n_buckets
 

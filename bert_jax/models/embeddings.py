@@ -4,6 +4,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.models import layers
+from bert_jax.models.dropout import Dropout
 from bert_jax.models.config import ModelConfig
 
 
@@ -26,7 +27,7 @@ class Embeddings(nn.Module):
     self.token_type_embeddings = embed(config.type_vocab_size, ("token_types", "embed"),
                                        "token_type_embeddings")
     self.layer_norm = layers.layer_norm(config, "layer_norm")
-    self.dropout = nn.Dropout(config.hidden_dropout_rate)
+    self.dropout = Dropout(config.hidden_dropout_rate)
 
   def __call__(self, input_ids_BL, token_type_ids_BL, position_ids_BL):
     x_BLD = (self.word_embeddings(input_ids_BL) + self.position_embeddings(position_ids_BL) +

@@ -5,6 +5,7 @@ import jax
 
 from bert_jax.attention.layer import SelfAttention
 from bert_jax.models import layers
+from bert_jax.models.dropout import Dropout
 from bert_jax.models.config import ModelConfig
 
 _ACTIVATION_AXES = ("activation_batch", "activation_length", "activation_embed")
@@ -27,7 +28,7 @@ class EncoderBlock(nn.Module):
     x_BLD = nn.with_logical_constraint(x_BLD, _ACTIVATION_AXES)
     attended_BLD = SelfAttention(config, self.deterministic, name="attention")(
         x_BLD, segment_ids_BL)
-    attended_BLD = nn.Dropout(config.hidden_dropout_rate)(
+    attended_BLD = Dropout(config.hidden_dropout_rate)(
         attended_BLD, deterministic=self.deterministic)
     h_BLD = layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
     m_BLF = layers.dense(config, config.intermediate_size, ("embed", "mlp"),
@@ -35,7 +36,7 @@ class EncoderBlock(nn.Module):
     m_BLF = nn.with_logical_constraint(
         layers.gelu(m_BLF), ("activation_batch", "activation_length", "activation_mlp"))
     m_BLD = layers.dense(config, config.hidden_size, ("mlp", "embed"), "output")(m_BLF)
-    m_BLD = nn.Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
+    m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
     out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
     return nn.with_logical_constraint(out_BLD, _ACTIVATION_AXES)
 
