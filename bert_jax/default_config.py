@@ -41,7 +41,6 @@ def base_config() -> ml_collections.ConfigDict:
   config.max_checkpoints_to_keep = 3  # Older checkpoints are deleted.
   config.init_from = ""  # Fine-tuning: a workdir/checkpoint to take the encoder from.
   config.peak_flops_per_device = 0.0  # For MFU; 0 = from the device kind (measured on CPU).
-  config.use_nsp = True  # Next-sentence prediction next to masked LM.
 
   config.model = ml_collections.ConfigDict()
   config.model.size = "base"  # tiny | mini | small | medium | base | large (layers/width/heads).
@@ -59,11 +58,26 @@ def base_config() -> ml_collections.ConfigDict:
   config.model.attention_kind = "dense"  # dense | fused | lsh | local.
   config.model.remat_policy = "none"  # none | full | dots | dots_no_batch.
   config.model.scan_layers = False  # One scanned layer body: faster compiles for deep models.
+  # Reformer reversible residual layers (pre-LN, two activation streams averaged at the end):
+  # the backward pass recomputes activations, so memory stays flat in depth. Needs
+  # remat_policy "none" (it already recomputes).
+  config.model.reversible = False
+  config.model.ffn_chunk_len = 0  # Feed-forward over chunks of this many positions; 0 = unchunked.
+  # Options of the lsh and local attention kinds (ignored by dense / fused).
+  config.model.lsh = ml_collections.ConfigDict()
+  config.model.lsh.chunk_len = 64  # data.max_seq_length must be a multiple of it.
+  config.model.lsh.n_hashes = 4  # Hash rounds (lsh); more rounds approach full attention.
+  config.model.lsh.n_buckets = 0  # Buckets per round (even); 0 = 2 * max_seq_length // chunk_len.
+  config.model.lsh.n_chunks_before = 1  # Earlier chunks each chunk also attends to.
+  config.model.lsh.n_chunks_after = 0  # Later chunks each chunk also attends to.
+  config.model.lsh.causal = False  # Forbid attending to later positions.
+  config.model.lsh.mask_across_buckets = False  # lsh: forbid keys from other buckets.
+  config.model.lsh.dedup_correction = True  # lsh: count a key seen in several rounds once.
 
   config.data = ml_collections.ConfigDict()
   config.data.corpus_paths = ()  # Text files (sentence per line, blank line between docs);
   #                                empty = the embedded English Wikipedia sample.
-  config.data.vocab_path = ""  # WordPiece vocab.txt; empty = the embedded corpus's vocab.
+  config.data.vocab_path = ""  # WordPiece vocab.txt or SentencePiece .model; empty = embedded.
   config.data.lowercase = True  # Uncased model.
   config.data.max_seq_length = 128  # Tokens per sequence, [CLS] and [SEP]s included.
   config.data.max_predictions_per_seq = 20  # Masked positions per sequence (80 at seq 512).
@@ -72,7 +86,17 @@ def base_config() -> ml_collections.ConfigDict:
   config.data.eval_fraction = 0.05  # Documents held out for the eval split.
   config.data.num_eval_examples = ml_collections.config_dict.placeholder(int) 
   # ^ Eval examples (unset: every held-out pair), rounded down to whole global batches.
-  config.data.masking = "token"  # Which tokens to mask: "token" (BERT's original).
+  config.data.masking = "token"  # token (BERT) | whole_word (all pieces of a word) | span.
+  config.data.span_geometric_p = 0.2  # span: span length in words ~ Geometric(p) (SpanBERT)
+  config.data.max_span_length = 10  # ... truncated to [1, max_span_length] words (mean 3.8).
+  # Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only). The
+  # trainer's 2-way NSP head serves nsp and sop and is dropped for none.
+  config.data.objective = "nsp"
+  # Pre-tokenised TFRecords from `python -m bert_jax.tools.create_pretraining_data` (globs,
+  # comma-separated); set = they replace corpus_paths. vocab_path must be their vocab.
+  config.data.tfrecord_pattern = ""  # e.g. "/data/wiki_128/train-*.tfrecord".
+  config.data.eval_tfrecord_pattern = ""  # Its eval-*.tfrecord; empty = no eval split.
+  config.data.shuffle_buffer_size = 10_000  # TFRecords: records per process's shuffle buffer.
   config.data.single_sentence_next = True  # True keeps NSP labels near 50/50 (see pipeline).
 
   config.optimizer = ml_collections.ConfigDict()

@@ -197,8 +197,9 @@ def test_bad_config_values():
   with pytest.raises(ValueError, match=r"max_predictions_per_seq is 40; it must be in \[1, "
                                        r"max_seq_length=32\]"):
     pretraining_pipeline.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=40)
-  with pytest.raises(ValueError, match=r"data.masking is 'span'; choose one of \['token'\]"):
-    pretraining_pipeline.PretrainingDataConfig(masking="span")
+  with pytest.raises(ValueError, match=r"data.masking is 'spans'; choose one of \['span', "
+                                       r"'token', 'whole_word'\]"):
+    pretraining_pipeline.PretrainingDataConfig(masking="spans")
   with pytest.raises(ValueError, match=r"eval_fraction is 1.0"):
     pretraining_pipeline.PretrainingDataConfig(eval_fraction=1.0)
 

@@ -41,13 +41,17 @@ def test_trains_logs_and_resumes(tmp_path):
   assert steps == list(range(1, 15))
 
 
-def _wait_for(predicate, timeout=240):
+def _wait_for(predicate, process, log_path, timeout=240):
+  """Polls ``predicate``; fails with the child's log if it exits or time runs out first."""
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
     if predicate():
       return
+    if process.poll() is not None:
+      break
     time.sleep(0.05)
-  raise TimeoutError("condition not reached")
+  raise AssertionError(f"condition not reached (exit code {process.poll()}):\n"
+                       f"{pathlib.Path(log_path).read_text()[-3000:]}")
 
 
 def _train_rows(workdir):
@@ -62,12 +66,14 @@ def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path)
   assert straight.returncode == 0, straight.stderr[-3000:]
 
   killed_dir = tmp_path / "killed"
-  process = subprocess.Popen(run_helpers.main_command(killed_dir, flags), env=run_helpers.env(),
-                             cwd=run_helpers.REPO, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+  log_path = tmp_path / "killed.log"
+  with open(log_path, "w") as log:
+    process = subprocess.Popen(run_helpers.main_command(killed_dir, flags),
+                               env=run_helpers.env(), cwd=run_helpers.REPO,
+                               stdout=subprocess.DEVNULL, stderr=log)
   try:  # Kill once checkpoint 16 is final and training has gone past it, before 32.
     _wait_for(lambda: (killed_dir / "checkpoints" / "16").exists() and
-              any(r["step"] > 16 for r in _train_rows(killed_dir)))
+              any(r["step"] > 16 for r in _train_rows(killed_dir)), process, log_path)
     process.send_signal(signal.SIGKILL)
     process.wait()
   finally:
@@ -84,16 +90,17 @@ def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path)
 
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
   flags = run_helpers.small_flags(num_train_steps=500, checkpoint_every_steps=1000)
-  process = subprocess.Popen(run_helpers.main_command(tmp_path, flags), env=run_helpers.env(),
-                             cwd=run_helpers.REPO, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+  log_path = tmp_path / "run.log"
+  with open(log_path, "w") as log:
+    process = subprocess.Popen(run_helpers.main_command(tmp_path, flags), env=run_helpers.env(),
+                               cwd=run_helpers.REPO, stdout=subprocess.DEVNULL, stderr=log)
   try:
-    _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)))
+    _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)), process, log_path)
     process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
+    process.wait(timeout=120)
   finally:
     process.kill()
-  assert process.returncode == 0, stderr[-3000:]
+  assert process.returncode == 0, log_path.read_text()[-3000:]
   saved = run_helpers.checkpoint_steps(tmp_path)
   assert len(saved) == 1 and 3 <= saved[0] < 500
 

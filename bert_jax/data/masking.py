@@ -6,9 +6,8 @@ in any order, after any restart. Only ``tf.random.stateless_*`` ops are used.
 
 Masking is two steps, so strategies can be added next to each other:
 
-1. a *position strategy* picks which positions to predict (``choose_token_positions`` picks
-   single tokens uniformly; whole-word and span strategies plug into ``POSITION_STRATEGIES``
-   with the same signature);
+1. a *position strategy* picks which positions to predict (``token``, ``whole_word`` or
+   ``span``, see ``mask_positions.POSITION_STRATEGIES``);
 2. ``replace_chosen_tokens`` applies BERT's 80/10/10 rule to those positions: 80% become
    [MASK], 10% a random ordinary token, 10% stay as they are.
 """
@@ -16,6 +15,7 @@ Masking is two steps, so strategies can be added next to each other:
 import dataclasses
 
 from bert_jax import environment
+from bert_jax.data import mask_positions
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 
@@ -36,6 +36,10 @@ class MaskingConfig:
     strategy: key of ``POSITION_STRATEGIES``.
     mask_token_prob: share of chosen positions replaced by [MASK].
     random_token_prob: share replaced by a random token; the rest keep the original token.
+    continuation: per vocab id, True for pieces that continue the previous word (from the
+      tokenizer's ``is_continuation()``, as a tuple); needed by ``whole_word`` and ``span``.
+    span_geometric_p: ``span``: p of the geometric span-length distribution (SpanBERT: 0.2).
+    max_span_length: ``span``: longest span in words (SpanBERT: 10).
   """
   max_predictions_per_seq: int
   mask_prob: float
@@ -45,6 +49,9 @@ class MaskingConfig:
   strategy: str = "token"
   mask_token_prob: float = 0.8
   random_token_prob: float = 0.1
+  continuation: tuple[bool, ...] | None = dataclasses.field(default=None, repr=False)
+  span_geometric_p: float = 0.2
+  max_span_length: int = 10
 
   def __post_init__(self):
     if self.max_predictions_per_seq < 1:
@@ -66,50 +73,21 @@ class MaskingConfig:
       raise UserInputError(
           f"masking strategy {self.strategy!r} is unknown; choose one of "
           f"{sorted(POSITION_STRATEGIES)}")
+    if self.strategy in mask_positions.WORD_STRATEGIES and (
+        self.continuation is None or len(self.continuation) != self.vocab_size):
+      raise UserInputError(
+          f"masking strategy {self.strategy!r} needs `continuation` with one entry per vocab id "
+          f"({self.vocab_size}); pass tuple(tokenizer.is_continuation())")
+    if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
+      raise UserInputError(
+          f"span_geometric_p={self.span_geometric_p} must be in (0, 1] and max_span_length="
+          f"{self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)")
 
 
-def maskable_positions(input_ids_L, special_ids):
-  """Boolean [L]: tokens that may be predicted (not [CLS], [SEP] or [PAD] padding)."""
-  return ((input_ids_L != special_ids.cls) & (input_ids_L != special_ids.sep) &
-          (input_ids_L != special_ids.pad))
-
-
-def num_to_predict(num_maskable, mask_prob, max_predictions_per_seq):
-  """``min(P, max(1, round(n * mask_prob)))``, 0 when nothing is maskable; int32 scalar.
-
-  Rounds half to even in float64, the same as Python's ``round`` in BERT's data tool.
-  """
-  wanted = tf.cast(tf.round(tf.cast(num_maskable, tf.float64) * mask_prob), tf.int32)
-  wanted = tf.minimum(max_predictions_per_seq, tf.maximum(1, wanted))
-  return tf.where(num_maskable > 0, wanted, 0)
-
-
-def choose_token_positions(input_ids_L, maskable_L, seed, config):
-  """Token strategy: a uniformly random set of maskable positions.
-
-  Args:
-    input_ids_L: int32 [L] (unused by this strategy; word- and span-level ones need it).
-    maskable_L: bool [L].
-    seed: int64 [2] stateless seed.
-    config: a :class:`MaskingConfig`.
-
-  Returns:
-    bool [L]: the chosen positions, at most ``max_predictions_per_seq`` of them.
-  """
-  del input_ids_L
-  num_maskable = tf.reduce_sum(tf.cast(maskable_L, tf.int32))
-  count = num_to_predict(num_maskable, config.mask_prob, config.max_predictions_per_seq)
-  # The `count` smallest of i.i.d. uniform scores form a uniform random subset; unmaskable
-  # positions score above every maskable one and count <= num_maskable, so they never win.
-  scores_L = tf.random.stateless_uniform(tf.shape(maskable_L), seed=seed)
-  scores_L = tf.where(maskable_L, scores_L, 2.0)
-  rank_L = tf.math.invert_permutation(tf.argsort(scores_L, stable=True))
-  return rank_L < count
-
-
-POSITION_STRATEGIES = {
-    "token": choose_token_positions,
-}
+maskable_positions = mask_positions.maskable_positions
+num_to_predict = mask_positions.num_to_predict
+choose_token_positions = mask_positions.choose_token_positions
+POSITION_STRATEGIES = mask_positions.POSITION_STRATEGIES
 
 
 def gather_chosen_positions(chosen_L, max_predictions_per_seq):

@@ -37,7 +37,7 @@ class TrainExamples:
   """The endless, epoch-shuffled train stream of sentence pairs (unmasked)."""
 
   def __init__(self, corpus, *, seed, max_seq_length, short_seq_prob, single_sentence_next,
-               special_ids):
+               special_ids, objective="nsp"):
     """Pairs epoch 0 to fix the epoch size.
 
     Args:
@@ -47,8 +47,10 @@ class TrainExamples:
       short_seq_prob: see :func:`sentence_pairs.sample_pair_spans`.
       single_sentence_next: see :func:`sentence_pairs.sample_pair_spans`.
       special_ids: a ``SpecialTokenIds``.
+      objective: "nsp", "sop" or "none" (see :func:`sentence_pairs.sample_pair_spans`).
     """
     self._corpus = corpus
+    self._objective = objective
     self._seed = seed % 2**64
     self._max_seq_length = max_seq_length
     self._short_seq_prob = short_seq_prob
@@ -72,7 +74,7 @@ class TrainExamples:
     rng = np.random.default_rng([self._seed, _TRAIN_STREAM, epoch])
     spans = sentence_pairs.sample_pair_spans(
         self._corpus, max_seq_length=self._max_seq_length, short_seq_prob=self._short_seq_prob,
-        rng=rng, single_sentence_next=self._single_sentence_next)
+        rng=rng, single_sentence_next=self._single_sentence_next, objective=self._objective)
     order = rng.permutation(len(spans))
     size = self._epoch_size if self._epoch_size is not None else len(spans)
     if len(order) > size:
@@ -115,7 +117,7 @@ class EvalExamples:
   """A fixed, finite set of sentence pairs from the held-out documents (unmasked)."""
 
   def __init__(self, corpus, *, max_seq_length, short_seq_prob, single_sentence_next,
-               special_ids, num_examples=None):
+               special_ids, num_examples=None, objective="nsp"):
     """Pairs the held-out documents once with the fixed eval seed.
 
     Args:
@@ -125,11 +127,12 @@ class EvalExamples:
       single_sentence_next: see :func:`sentence_pairs.sample_pair_spans`.
       special_ids: a ``SpecialTokenIds``.
       num_examples: at most this many pairs are kept (a random sample); None keeps them all.
+      objective: "nsp", "sop" or "none" (see :func:`sentence_pairs.sample_pair_spans`).
     """
     rng = np.random.default_rng([EVAL_SEED, _EVAL_STREAM])
     spans = sentence_pairs.sample_pair_spans(
         corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, rng=rng,
-        single_sentence_next=single_sentence_next)
+        single_sentence_next=single_sentence_next, objective=objective)
     if num_examples is not None and num_examples > len(spans):
       # A cap, not a demand: one config can then serve corpora of any size.
       logging.warning(

@@ -22,6 +22,7 @@ Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_ma
 """
 
 import dataclasses
+import os
 
 from absl import logging
 import numpy as np
@@ -30,6 +31,8 @@ from bert_jax import environment
 from bert_jax.data import default_corpus
 from bert_jax.data import masking
 from bert_jax.data import pretraining_examples
+from bert_jax.data import record_format
+from bert_jax.data import record_source
 from bert_jax.data import sentence_pairs
 from bert_jax.data import text_corpus
 from bert_jax.data import tokenization
@@ -39,6 +42,11 @@ from bert_jax.errors import UserInputError
 tf = environment.import_tensorflow_for_data()
 
 SPLITS = ("train", "eval")
+# Steps whose unmasked examples the text source assembles at once (see `batches`).
+_STEPS_PER_CHUNK = 64
+# tf.data threads masking examples, and masked batches kept ready ahead of the trainer.
+_PARALLEL_CALLS = max(2, min(os.cpu_count() or 2, 16))
+_PREFETCH_BATCHES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +56,8 @@ class PretrainingDataConfig:
   Attributes:
     corpus_paths: text files (or glob patterns) in the BERT format: one sentence per line,
       blank lines between documents; ``.gz`` allowed. Empty: the embedded default corpus.
-    vocab_path: BERT ``vocab.txt``. Empty: the embedded default vocab (8192 entries, uncased).
+    vocab_path: BERT ``vocab.txt`` or a SentencePiece ``.model``. Empty: the embedded default
+      vocab (8192 entries, uncased).
     lowercase: uncased tokenisation (lowercase, strip accents); False for cased vocabs.
     max_seq_length: L, [CLS] and [SEP]s included.
     max_predictions_per_seq: P, masked-LM prediction slots per sequence.
@@ -62,6 +71,15 @@ class PretrainingDataConfig:
     masking: position strategy, a key of ``masking.POSITION_STRATEGIES``.
     single_sentence_next: see ``sentence_pairs.sample_pair_spans``; False is BERT's exact
       pairing (labels skewed towards "random"), True keeps them near 50/50.
+    objective: sentence-level objective next to masked LM: "nsp" (BERT), "sop" (ALBERT's
+      sentence order) or "none" (labels all 0; the trainer drops its NSP/SOP head).
+    span_geometric_p: ``masking="span"``: p of the geometric span length (SpanBERT: 0.2).
+    max_span_length: ``masking="span"``: longest span in words (SpanBERT: 10).
+    tfrecord_pattern: glob(s), comma-separated, of pre-tokenised TFRecord shards from
+      ``bert_jax.tools.create_pretraining_data``; when set they replace ``corpus_paths``
+      (``vocab_path`` must be the vocab they were made with).
+    eval_tfrecord_pattern: the eval shards of the same tool; empty = no eval split.
+    shuffle_buffer_size: TFRecord source: records in each process's shuffle buffer.
   """
   corpus_paths: tuple[str, ...] = ()
   vocab_path: str = ""
@@ -74,6 +92,12 @@ class PretrainingDataConfig:
   num_eval_examples: int | None = None
   masking: str = "token"
   single_sentence_next: bool = True
+  objective: str = "nsp"
+  span_geometric_p: float = 0.2
+  max_span_length: int = 10
+  tfrecord_pattern: str = ""
+  eval_tfrecord_pattern: str = ""
+  shuffle_buffer_size: int = 10_000
 
   def __post_init__(self):
     paths = self.corpus_paths
@@ -95,6 +119,16 @@ class PretrainingDataConfig:
     if self.masking not in masking.POSITION_STRATEGIES:
       raise UserInputError(
           f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}")
+    if self.shuffle_buffer_size < 0:
+      raise UserInputError(
+          f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more")
+    if self.objective not in sentence_pairs.OBJECTIVES:
+      raise UserInputError(
+          f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}")
+    if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
+      raise UserInputError(
+          f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
+          f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)")
 
   def resolved_corpus_paths(self):
     return self.corpus_paths or (default_corpus.default_corpus_path(),)
@@ -106,8 +140,10 @@ class PretrainingDataConfig:
 class PretrainingBatches:
   """Iterator over host-local batches that tracks the global data position."""
 
-  def __init__(self, dataset, *, start_position, global_batch_size, num_batches):
-    self._iterator = dataset.as_numpy_iterator()
+  def __init__(self, datasets, *, start_position, global_batch_size, num_batches):
+    """Args: datasets: an iterable of tf.data datasets whose batches are read in turn."""
+    self._datasets = iter(datasets)
+    self._iterator = iter(())
     self._position = start_position
     self._global_batch_size = global_batch_size
     self._num_batches = num_batches
@@ -125,8 +161,23 @@ class PretrainingBatches:
   def __iter__(self):
     return self
 
+  def _next_batch(self):
+    while True:
+      try:
+        return next(self._iterator)
+      except StopIteration:
+        self._iterator = next(self._datasets).as_numpy_iterator()  # Ends when they do.
+
   def __next__(self):
-    batch = next(self._iterator)
+    try:
+      batch = self._next_batch()
+    except tf.errors.DataLossError as e:
+      raise record_format.corrupt_record_error(e) from None
+    except tf.errors.InvalidArgumentError as e:
+      raise UserInputError(
+          f"a TFRecord does not hold the expected features of length data.max_seq_length "
+          f"({str(e.message).splitlines()[0]}); re-create the records with "
+          "python -m bert_jax.tools.create_pretraining_data") from None
     self._position += self._global_batch_size
     if self._num_batches is not None:
       self._num_batches -= 1
@@ -150,28 +201,46 @@ class PretrainingData:
     """
     self.config = config
     vocab_path = config.resolved_vocab_path()
-    self.tokenizer = tokenization.load_wordpiece(vocab_path, lowercase=config.lowercase)
+    self.tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=config.lowercase)
     if model_vocab_size is not None and model_vocab_size != self.tokenizer.vocab_size:
       raise UserInputError(
           f"vocab file {vocab_path} has {self.tokenizer.vocab_size} entries but "
           f"model.vocab_size is {model_vocab_size}; set model.vocab_size="
           f"{self.tokenizer.vocab_size} or point data.vocab_path at a vocab with "
           f"{model_vocab_size} entries")
+    self.records = None
+    self.train_corpus = self.eval_corpus = None
+    if config.tfrecord_pattern:
+      self.records = record_source.RecordSource(
+          tfrecord_pattern=config.tfrecord_pattern,
+          eval_tfrecord_pattern=config.eval_tfrecord_pattern,
+          max_seq_length=config.max_seq_length, objective=config.objective,
+          shuffle_buffer_size=config.shuffle_buffer_size)
+      logging.info("pretraining records: %d train files (%d sequences), %d eval sequences",
+                   len(self.records.train_files), sum(self.records.train_counts),
+                   self.records.num_eval_examples)
+    else:
+      self._read_corpus(config)
+    self.masking_config = masking.MaskingConfig(
+        max_predictions_per_seq=config.max_predictions_per_seq, mask_prob=config.mask_prob,
+        vocab_size=self.tokenizer.vocab_size, special_ids=self.tokenizer.special_ids,
+        random_token_low=self.tokenizer.first_regular_id, strategy=config.masking,
+        continuation=tuple(self.tokenizer.is_continuation().tolist()),
+        span_geometric_p=config.span_geometric_p, max_span_length=config.max_span_length)
+    self._pairing = dict(
+        max_seq_length=config.max_seq_length, short_seq_prob=config.short_seq_prob,
+        single_sentence_next=config.single_sentence_next,
+        special_ids=self.tokenizer.special_ids, objective=config.objective)
+    self._eval_examples = None
+
+  def _read_corpus(self, config):
+    """Reads, tokenises and splits the text corpus (the text source)."""
     documents = text_corpus.read_documents(config.resolved_corpus_paths())
     corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
     train_documents, eval_documents = tokenized_corpus.split_documents(
         corpus.num_documents, config.eval_fraction)
     self.train_corpus = corpus.select(train_documents)
     self.eval_corpus = corpus.select(eval_documents) if len(eval_documents) else None
-    self.masking_config = masking.MaskingConfig(
-        max_predictions_per_seq=config.max_predictions_per_seq, mask_prob=config.mask_prob,
-        vocab_size=self.tokenizer.vocab_size, special_ids=self.tokenizer.special_ids,
-        random_token_low=self.tokenizer.first_regular_id, strategy=config.masking)
-    self._pairing = dict(
-        max_seq_length=config.max_seq_length, short_seq_prob=config.short_seq_prob,
-        single_sentence_next=config.single_sentence_next,
-        special_ids=self.tokenizer.special_ids)
-    self._eval_examples = None
     logging.info("pretraining corpus: %d documents (%d held out), %d sentences, %d tokens",
                  corpus.num_documents, len(eval_documents), corpus.num_sentences,
                  corpus.num_tokens)
@@ -220,6 +289,9 @@ class PretrainingData:
     if start_position < 0:
       raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
     host_batch_size = global_batch_size // process_count
+    if self.records is not None:
+      return self._record_batches(split, seed, global_batch_size, process_index, process_count,
+                                  start_position)
     if split == "train":
       examples = self.train_examples(seed)
       end = None
@@ -240,51 +312,123 @@ class PretrainingData:
       block = examples.examples(indices)
       return tuple(block[key] for key in _UNMASKED_KEYS) + (indices,)
 
-    dataset = _masked_dataset(host_block, num_batches, examples.masking_seed,
-                              self.masking_config, host_batch_size, self.config.max_seq_length)
-    return PretrainingBatches(dataset, start_position=start_position,
+    mask_fn = make_mask_fn(examples.masking_seed, self.masking_config,
+                           self.config.max_seq_length)
+
+    def chunk_datasets():
+      # The main thread assembles the unmasked examples of _STEPS_PER_CHUNK steps in numpy;
+      # tf.data then only runs graph ops (masking, batching, prefetch) on them. Python code
+      # on tf.data's own threads (tf.numpy_function) would need the GIL while the consumer
+      # holds it, which stalls iterator teardown for up to a minute at the end of a run.
+      step = 0
+      while num_batches is None or step < num_batches:
+        stop = step + _STEPS_PER_CHUNK
+        if num_batches is not None:
+          stop = min(stop, num_batches)
+        blocks = [host_block(s) for s in range(step, stop)]
+        arrays = {key: np.concatenate([block[i] for block in blocks])
+                  for i, key in enumerate(_UNMASKED_KEYS + ("example_index",))}
+        examples_dataset = tf.data.Dataset.from_tensor_slices(arrays)
+        yield _masked_dataset(examples_dataset, mask_fn, host_batch_size)
+        step = stop
+
+    return PretrainingBatches(chunk_datasets(), start_position=start_position,
+                              global_batch_size=global_batch_size, num_batches=num_batches)
+
+  def _record_batches(self, split, seed, global_batch_size, process_index, process_count,
+                      start_position):
+    """The TFRecord source's batches (see ``record_source`` for order and resume)."""
+    host_batch_size = global_batch_size // process_count
+    if split == "train":
+      records = self.records.train_records(
+          seed=pretraining_examples.stream_seed(seed, _RECORD_ORDER_STREAM),
+          global_batch_size=global_batch_size, process_index=process_index,
+          process_count=process_count, start_position=start_position)
+      num_batches = None
+      masking_seed = pretraining_examples.stream_seed(seed, _RECORD_MASK_STREAM)
+    else:
+      records, num_batches = self.records.eval_records(
+          global_batch_size=global_batch_size, process_index=process_index,
+          process_count=process_count)
+      records = records.skip(start_position // process_count)
+      num_batches = max(0, num_batches - start_position // global_batch_size)
+      masking_seed = pretraining_examples.stream_seed(pretraining_examples.EVAL_SEED,
+                                                      _RECORD_MASK_STREAM)
+    max_seq_length = self.config.max_seq_length
+
+    def parse(serialized_B, index_B):
+      return {**record_format.parse_batch(serialized_B, max_seq_length), "example_index": index_B}
+
+    blocks = records.batch(host_batch_size, drop_remainder=True).map(
+        parse, num_parallel_calls=_PARALLEL_CALLS, deterministic=True)
+    mask_fn = make_mask_fn(masking_seed, self.masking_config, self.config.max_seq_length)
+    dataset = _masked_dataset(blocks.unbatch(), mask_fn, host_batch_size)
+    return PretrainingBatches([dataset], start_position=start_position,
                               global_batch_size=global_batch_size, num_batches=num_batches)
 
 
 _UNMASKED_KEYS = ("input_ids", "token_type_ids", "input_mask", "next_sentence_labels")
+# Streams of stream_seed for the TFRecord source: file/record order and masks.
+_RECORD_ORDER_STREAM = 3
+_RECORD_MASK_STREAM = 4
 
 
-def _masked_dataset(host_block, num_batches, masking_seed, masking_config, host_batch_size,
-                    max_seq_length):
-  """tf.data: step numbers -> numpy blocks -> per-example stateless masking -> batches.
+def make_mask_fn(masking_seed, masking_config, max_seq_length):
+  """The per-example masking step as a `tf.function`, traced once and reused by every dataset.
 
   Args:
-    host_block: numpy function of a step number returning the unmasked arrays of
-      ``_UNMASKED_KEYS`` and the int64 global example indices.
-    num_batches: how many steps; None for endless.
     masking_seed: int63 seed of this stream's masks.
     masking_config: a ``masking.MaskingConfig``.
-    host_batch_size: b.
     max_seq_length: L.
+
+  Returns:
+    A function from an unmasked example dict (with int64 ``example_index``) to a masked one.
+  """
+  length = tf.TensorSpec([max_seq_length], tf.int32)
+  signature = {"input_ids": length, "token_type_ids": length, "input_mask": length,
+               "next_sentence_labels": tf.TensorSpec([], tf.int32),
+               "example_index": tf.TensorSpec([], tf.int64)}
+
+  @tf.function(input_signature=[signature])
+  def mask(example):
+    # The mask depends only on (stream seed, global example index): same on any host or
+    # after any restart.
+    example = dict(example)
+    seed = tf.stack([tf.constant(masking_seed, tf.int64), example.pop("example_index")])
+    return {**example, **masking.mask_example(example["input_ids"], seed, masking_config)}
+
+  return mask
+
+
+def _masked_dataset(examples_dataset, mask_fn, host_batch_size):
+  """tf.data: unmasked examples -> per-example stateless masking -> batches.
+
+  Args:
+    examples_dataset: a dataset of dicts of ``_UNMASKED_KEYS`` arrays and int64
+      ``example_index``, one example each, in order.
+    mask_fn: from `make_mask_fn`.
+    host_batch_size: b.
 
   Returns:
     A ``tf.data.Dataset`` of batch dicts.
   """
-  shapes = [[host_batch_size, max_seq_length]] * 3 + [[host_batch_size], [host_batch_size]]
-
-  def load(step):
-    arrays = tf.numpy_function(
-        host_block, [step], [tf.int32, tf.int32, tf.int32, tf.int32, tf.int64], stateful=False)
-    arrays = [tf.ensure_shape(a, shape) for a, shape in zip(arrays, shapes)]
-    return dict(zip(_UNMASKED_KEYS + ("example_index",), arrays))
-
-  def mask(example):
-    # The mask depends only on (stream seed, global example index): same on any host or
-    # after any restart.
-    seed = tf.stack([tf.constant(masking_seed, tf.int64), example.pop("example_index")])
-    return {**example, **masking.mask_example(example["input_ids"], seed, masking_config)}
-
-  steps = tf.data.Dataset.counter() if num_batches is None else tf.data.Dataset.range(num_batches)
-  dataset = steps.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  dataset = dataset.unbatch()
-  dataset = dataset.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  dataset = examples_dataset.map(mask_fn, num_parallel_calls=_PARALLEL_CALLS,
+                                 deterministic=True)
   dataset = dataset.batch(host_batch_size, drop_remainder=True)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  return dataset.prefetch(_PREFETCH_BATCHES).with_options(_fixed_options())
+
+
+def _fixed_options():
+  """Fixed parallelism instead of AUTOTUNE.
+
+  AUTOTUNE's model thread sleeps up to 60 s between optimisation rounds and the iterator's
+  destructor waits for it: a long run then hangs for a minute at exit. Masking is cheap and
+  evenly sized, so a fixed number of parallel calls is as fast.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  options.deterministic = True
+  return options
 
 
 def pretraining_batches(data_config, *, seed, global_batch_size, process_index=0,

@@ -23,8 +23,14 @@ Everything is deterministic given the ``numpy.random.Generator``.
 
 import dataclasses
 
+from absl import logging
 import numpy as np
+
 from bert_jax.errors import UserInputError
+
+# Sentence-level objectives: next-sentence prediction (BERT), sentence-order prediction
+# (ALBERT), or none (masked LM only; labels are all 0 and unused).
+OBJECTIVES = ("nsp", "sop", "none")
 
 # [CLS] A [SEP] B [SEP] with one token in each segment.
 MIN_SEQ_LENGTH = 5
@@ -41,7 +47,8 @@ class PairSpans:
     a_end: [N] int64.
     b_start: [N] int64.
     b_end: [N] int64.
-    next_sentence_labels: [N] int32; 0 = B is the actual next segment, 1 = B is random.
+    next_sentence_labels: [N] int32; 0 = B is the actual next segment, 1 = B is random (NSP)
+      or A and B are swapped (SOP).
   """
   a_start: np.ndarray
   a_end: np.ndarray
@@ -113,7 +120,7 @@ def _truncation_counts(length_a, length_b, max_num_tokens):
 
 
 def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
-                      single_sentence_next=True):
+                      single_sentence_next=True, objective="nsp"):
   """Pairs up every document of ``corpus`` once, in document order (not shuffled).
 
   Args:
@@ -126,6 +133,10 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
       (55-60% at length 128 on the default corpus, 78% at length 32). With True, such a chunk
       flips the usual coin and on "actual next" takes the document's next sentence as B, which
       keeps labels near 50/50; False reproduces BERT exactly.
+    objective: "nsp" (above); "sop" (ALBERT): B is always the actual next segment and half of
+      the pairs are swapped to (B, A) with label 1; "none": the actual next segment, label 0.
+      With "sop" and "none" a chunk of one sentence takes the next sentence as B, and a
+      document's lone last sentence is split into two halves.
 
   Returns:
     A :class:`PairSpans`.
@@ -134,6 +145,8 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
     ValueError: ``max_seq_length`` is too small or the corpus has fewer than two documents.
   """
   check_max_seq_length(max_seq_length)
+  if objective not in OBJECTIVES:
+    raise UserInputError(f"objective is {objective!r}; choose one of {OBJECTIVES}")
   if corpus.num_documents < 2:
     raise UserInputError(
         f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
@@ -144,6 +157,7 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
   documents = corpus.document_starts.tolist()
   num_documents = corpus.num_documents
   a_start, a_end, b_start, b_end, labels, remove_a, remove_b = [], [], [], [], [], [], []
+  num_unsplittable = 0
   for document in range(num_documents):
     first, stop = documents[document], documents[document + 1]
     target = max_num_tokens
@@ -159,8 +173,10 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
       chunk_sentences = i - chunk_first + 1
       a_sentences = 1 if chunk_sentences == 1 else stream.integer(1, chunk_sentences)
       a_first, a_last = tokens[chunk_first], tokens[chunk_first + a_sentences]
-      extend = chunk_sentences == 1 and single_sentence_next and i + 1 < stop
-      if (chunk_sentences == 1 and not extend) or stream.uniform() < 0.5:
+      extend = (chunk_sentences == 1 and (single_sentence_next or objective != "nsp") and
+                i + 1 < stop)
+      if objective == "nsp" and ((chunk_sentences == 1 and not extend) or
+                                 stream.uniform() < 0.5):
         label = 1
         target_b = target - (a_last - a_first)
         for _ in range(_RANDOM_DOCUMENT_TRIES):
@@ -176,11 +192,26 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
         b_last = tokens[j + 1]
         # The chunk's sentences after A were not used: the next chunk starts with them.
         i = chunk_first + a_sentences - 1
+      elif chunk_sentences == 1 and not extend:
+        # SOP / none and a document's lone last sentence: its two halves are the segments;
+        # a one-token sentence cannot be split and is dropped (counted).
+        if a_last - a_first < 2:
+          num_unsplittable += 1
+          i += 1
+          chunk_first = i
+          continue
+        label = 0
+        b_first, b_last = a_first + stream.integer(1, a_last - a_first), a_last
+        a_last = b_first
       else:
         label = 0
         if extend:
           i += 1  # B is the document's next sentence, so the next chunk starts after it.
         b_first, b_last = a_last, tokens[i + 1]
+      if objective == "sop" and stream.uniform() < 0.5:
+        # ALBERT's negative: the same two consecutive segments in swapped order.
+        a_first, a_last, b_first, b_last = b_first, b_last, a_first, a_last
+        label = 1
       cut_a, cut_b = _truncation_counts(a_last - a_first, b_last - b_first, max_num_tokens)
       a_start.append(a_first)
       a_end.append(a_last)
@@ -191,6 +222,9 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
       remove_b.append(cut_b)
       i += 1
       chunk_first = i
+  if num_unsplittable:
+    logging.info("dropped %d one-token last sentences that cannot form two segments",
+                 num_unsplittable)
   a_start, a_end, b_start, b_end, remove_a, remove_b = (
       np.array(c, dtype=np.int64) for c in (a_start, a_end, b_start, b_end, remove_a, remove_b))
   # Each removed token comes off the front or the back with probability 1/2, as in BERT.

@@ -181,3 +181,90 @@ def load_wordpiece(vocab_path, lowercase=True):
     ValueError: the vocab is empty, repeats a token or lacks a special token BERT needs.
   """
   return WordPieceTokenizer(read_vocab(vocab_path), lowercase=lowercase, vocab_path=vocab_path)
+
+
+# SentencePiece marks the start of a word with this character.
+_SENTENCEPIECE_WORD_START = "\u2581"
+
+
+class SentencePieceTokenizer:
+  """A SentencePiece model (unigram or BPE) with BERT's special pieces, same interface.
+
+  The model must hold [PAD], [UNK], [CLS], [SEP] and [MASK] as pieces (``train_vocab
+  --kind=sentencepiece`` makes such models). Normalisation, lowercasing included, is fixed
+  inside the model when it is trained.
+  """
+
+  def __init__(self, model_path):
+    import sentencepiece  # pylint: disable=g-import-not-at-top
+    if not os.path.isfile(model_path):
+      raise FileNotFoundError(
+          f"SentencePiece model {model_path} does not exist; train one with "
+          "python -m bert_jax.tools.train_vocab --kind=sentencepiece")
+    try:
+      self._processor = sentencepiece.SentencePieceProcessor(model_file=model_path)
+    except (RuntimeError, OSError) as e:
+      raise UserInputError(
+          f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "
+          "spm_train or train_vocab, or a WordPiece vocab.txt") from None
+    processor = self._processor
+    self._tokens = tuple(processor.id_to_piece(i) for i in range(processor.get_piece_size()))
+    self._special_ids = special_token_ids(self._tokens, model_path)
+    self._reserved = np.array(
+        [processor.is_control(i) or processor.is_unknown(i) or processor.is_unused(i) or
+         t in SPECIAL_TOKENS for i, t in enumerate(self._tokens)], dtype=bool)
+
+  @property
+  def vocab_size(self):
+    return len(self._tokens)
+
+  @property
+  def special_ids(self):
+    return self._special_ids
+
+  @property
+  def lowercase(self):
+    return False
+
+  @property
+  def tokens(self):
+    return self._tokens
+
+  @property
+  def first_regular_id(self):
+    """The smallest id after the special and control pieces (random MLM replacements)."""
+    ordinary = np.flatnonzero(~self._reserved)
+    ordinary = ordinary[ordinary > max(dataclasses.astuple(self._special_ids))]
+    if not len(ordinary):
+      raise UserInputError(f"SentencePiece model of {len(self._tokens)} pieces has no ordinary "
+                           "pieces after its special ones")
+    return int(ordinary[0])
+
+  def is_continuation(self):
+    """True for pieces that continue a word: no leading word marker, not special."""
+    return np.array([not t.startswith(_SENTENCEPIECE_WORD_START) for t in self._tokens],
+                    dtype=bool) & ~self._reserved
+
+  def encode(self, text):
+    return self._processor.encode(text, out_type=int)
+
+  def encode_batch(self, texts):
+    return self._processor.encode(list(texts), out_type=int)
+
+  def convert_ids_to_tokens(self, ids):
+    return [self._tokens[i] for i in ids]
+
+
+def load_tokenizer(path, lowercase=True):
+  """A WordPiece ``vocab.txt`` or a SentencePiece ``.model``, chosen by the file name.
+
+  Args:
+    path: the vocab file; names ending in ``.model`` load as SentencePiece.
+    lowercase: WordPiece only (SentencePiece models carry their own normalisation).
+
+  Returns:
+    A :class:`WordPieceTokenizer` or :class:`SentencePieceTokenizer`.
+  """
+  if path.endswith(".model"):
+    return SentencePieceTokenizer(path)
+  return load_wordpiece(path, lowercase=lowercase)

@@ -32,6 +32,21 @@ class LshOptions:
   mask_across_buckets: bool = False
   dedup_correction: bool = True
 
+  def __post_init__(self):
+    if self.chunk_len < 1:
+      raise UserInputError(f"model.lsh.chunk_len={self.chunk_len} must be >= 1; typical values "
+                           "are 64-256")
+    if self.n_hashes < 1:
+      raise UserInputError(f"model.lsh.n_hashes={self.n_hashes} must be >= 1; use 1-8 hash "
+                           "rounds (more approach full attention)")
+    if self.n_buckets < 0 or self.n_buckets % 2:
+      raise UserInputError(f"model.lsh.n_buckets={self.n_buckets} must be even (or 0 for "
+                           "2 * seq_len // chunk_len); pick an even bucket count")
+    if self.n_chunks_before < 0 or self.n_chunks_after < 0:
+      raise UserInputError(
+          f"model.lsh.n_chunks_before={self.n_chunks_before} and n_chunks_after="
+          f"{self.n_chunks_after} must be >= 0; use 0 for no neighbour on that side")
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -51,6 +66,12 @@ class ModelConfig:
   attention_kind: str = "dense"
   remat_policy: str = "none"
   scan_layers: bool = False
+  # Reformer-style reversible residual layers (pre-LN; see models/reversible.py): activations
+  # are recomputed in the backward pass, so activation memory does not grow with depth.
+  reversible: bool = False
+  # Feed-forward applied to chunks of this many positions at a time (0 = whole sequence), so
+  # the [batch, length, intermediate] activation never exists for the whole length at once.
+  ffn_chunk_len: int = 0
   lsh: LshOptions = LshOptions()
 
   def __post_init__(self):
@@ -71,6 +92,13 @@ class ModelConfig:
       raise UserInputError(
           "model.attention_kind='fused' has no attention-probability dropout; set "
           "model.attention_dropout_rate=0.0 or use model.attention_kind='dense'")
+    if self.ffn_chunk_len < 0:
+      raise UserInputError(f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
+                           "an unchunked feed-forward")
+    if self.reversible and self.remat_policy != "none":
+      raise UserInputError(
+          "model.reversible=True already recomputes activations in the backward pass; set "
+          "model.remat_policy='none'")
 
   @property
   def head_dim(self) -> int:
@@ -105,5 +133,11 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   if unknown:
     raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
   if "lsh" in fields:
-    fields["lsh"] = LshOptions(**dict(fields["lsh"]))
+    lsh_fields = {k: v for k, v in dict(fields["lsh"]).items() if v is not None}
+    known_lsh = {f.name for f in dataclasses.fields(LshOptions)}
+    unknown_lsh = sorted(set(lsh_fields) - known_lsh)
+    if unknown_lsh:
+      raise UserInputError(f"unknown model.lsh config keys {unknown_lsh}; valid keys: "
+                           f"{sorted(known_lsh)}")
+    fields["lsh"] = LshOptions(**lsh_fields)
   return ModelConfig(**fields)

@@ -112,7 +112,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
     state, rng, position = run_state.restore_or_initialize(
         checkpointer, training.init_params, training.optimizer, training.abstract_state,
-        training.state_shardings, trainer.seed, sharding.replicated(mesh))
+        training.state_shardings, trainer.seed, sharding.replicated(mesh), trainer.init_from)
     data = pretraining_pipeline.PretrainingData(settings.data,
                                                 model_vocab_size=settings.model.vocab_size)
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)

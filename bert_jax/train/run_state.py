@@ -10,6 +10,7 @@ from etils import epath
 
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax.train import init_from as init_from_lib
 from bert_jax.train import state as state_lib
 from bert_jax.train.checkpointing import Checkpointer
 
@@ -39,12 +40,13 @@ def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
 
 
 def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, abstract_state,
-                          state_shardings, seed: int, rng_sharding):
+                          state_shardings, seed: int, rng_sharding, init_from: str = ""):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
   1. The latest checkpoint in the workdir (resume exactly: state, rng, data position).
-  2. Otherwise a fresh state from ``seed`` (fine-tuning's ``init_from`` overlays restored
-     encoder weights on such a fresh state, so new heads are initialised).
+  2. ``init_from``: a fresh state from ``seed`` whose parameters are overlaid with the
+     compatible ones of that checkpoint (new heads keep their init; see `init_from.py`).
+  3. A fresh state from ``seed``.
   """
   param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
   rng = jax.device_put(dropout_rng, rng_sharding)
@@ -53,4 +55,10 @@ def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, ab
     logging.info("Resuming from %s/%d", checkpointer.directory, step)
     return checkpointer.restore(step, abstract_state, rng)
   state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings)
+  if init_from:
+    params = init_from_lib.overlay_params(state.params, init_from, abstract_state.params)
+    # The optimizer state starts fresh; rebuild it for the restored params.
+    state = state.replace(params=jax.device_put(params, state_shardings.params),
+                          opt_state=jax.jit(optimizer.init, out_shardings=state_shardings.opt_state)(
+                              params))
   return state, rng, 0

@@ -31,7 +31,6 @@ class TrainerConfig:
   max_checkpoints_to_keep: int = 3
   init_from: str = ""
   peak_flops_per_device: float = 0.0
-  use_nsp: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +77,12 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data: Pretrai
     raise UserInputError(
         f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
         f"{model.max_position_embeddings}; shorten the sequences or add position embeddings")
+  chunk_len = model.lsh.chunk_len
+  if model.attention_kind in ("lsh", "local") and data.max_seq_length % chunk_len:
+    raise UserInputError(
+        f"data.max_seq_length={data.max_seq_length} is not a multiple of model.lsh.chunk_len="
+        f"{chunk_len} (attention_kind={model.attention_kind!r} needs whole chunks); use e.g. "
+        f"{-(-data.max_seq_length // chunk_len) * chunk_len}")
   if data.max_predictions_per_seq > data.max_seq_length:
     raise UserInputError(
         f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "

@@ -32,8 +32,10 @@ class Training:
 
 
 def make_task(settings: RunSettings):
+  # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
   return PretrainingTask(settings.model, settings.data.max_seq_length,
-                         settings.data.max_predictions_per_seq, use_nsp=settings.trainer.use_nsp)
+                         settings.data.max_predictions_per_seq,
+                         use_nsp=settings.data.objective != "none")
 
 
 def build_training(settings: RunSettings, mesh) -> Training:

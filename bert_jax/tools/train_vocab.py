@@ -1,0 +1,95 @@
+"""Trains a WordPiece vocab.txt or a SentencePiece model (unigram or BPE) from text files.
+
+  python -m bert_jax.tools.train_vocab --input='/data/wiki/*.txt' --output=/data/vocab.txt \\
+      --kind=wordpiece --vocab_size=30522
+  python -m bert_jax.tools.train_vocab --input='/data/wiki/*.txt' --output=/data/sp.model \\
+      --kind=sentencepiece --model_type=unigram --vocab_size=32000
+
+Both kinds hold BERT's special tokens [PAD] (id 0), [UNK], [CLS], [SEP] and [MASK], so either
+file works as ``data.vocab_path`` or ``create_pretraining_data --vocab``. Training is
+deterministic: WordPiece through ``build_default_corpus.train_wordpiece_vocab`` (uncased, with
+its fixed ``##`` ids), SentencePiece with one thread and unshuffled input.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+from absl import logging
+
+from bert_jax.data import text_corpus
+from bert_jax.data import tokenization
+from bert_jax.errors import UserInputError
+from bert_jax.tools import build_default_corpus
+
+KINDS = ("wordpiece", "sentencepiece")
+MODEL_TYPES = ("unigram", "bpe")
+
+
+def _joined_text(files, directory):
+  """One UTF-8 text file with every input's lines; bad lines are skipped and counted."""
+  path = os.path.join(directory, "input.txt")
+  with open(path, "w", encoding="utf-8") as out:
+    for file in files:
+      documents, bad_lines = text_corpus.read_documents_from_file(file)
+      for document in documents:
+        out.write("\n".join(document) + "\n\n")
+      if bad_lines:
+        logging.warning("%s: skipped %d lines that are not valid UTF-8", file, bad_lines)
+  return path
+
+
+def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
+  """Trains the vocab and writes it to ``output``; returns the loaded tokenizer."""
+  if kind not in KINDS:
+    raise UserInputError(f"--kind={kind!r}; choose one of {KINDS}")
+  if model_type not in MODEL_TYPES:
+    raise UserInputError(f"--model_type={model_type!r}; choose one of {MODEL_TYPES}")
+  if kind == "sentencepiece" and not output.endswith(".model"):
+    raise UserInputError(f"--output={output} must end in .model for a SentencePiece model")
+  if vocab_size < 16:
+    raise UserInputError(f"--vocab_size={vocab_size} is too small; BERT uses 30522")
+  files = text_corpus.expand_paths(inputs.split(","))
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  with tempfile.TemporaryDirectory() as directory:
+    text_path = _joined_text(files, directory)
+    if kind == "wordpiece":
+      tokens = build_default_corpus.train_wordpiece_vocab(text_path, vocab_size)
+      with open(output, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(t + "\n" for t in tokens))
+    else:
+      import sentencepiece  # pylint: disable=g-import-not-at-top
+      prefix = os.path.join(directory, "sp")
+      sentencepiece.SentencePieceTrainer.train(
+          input=text_path, model_prefix=prefix, vocab_size=vocab_size, model_type=model_type,
+          pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+          user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], num_threads=1,
+          shuffle_input_sentence=False, minloglevel=2)
+      shutil.copyfile(prefix + ".model", output)
+  tokenizer = tokenization.load_tokenizer(output)
+  logging.info("wrote %s: %d entries", output, tokenizer.vocab_size)
+  return tokenizer
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.train_vocab")
+  parser.add_argument("--input", required=True, help="text files or globs, comma-separated")
+  parser.add_argument("--output", required=True, help="vocab.txt, or a .model (sentencepiece)")
+  parser.add_argument("--kind", choices=KINDS, default="wordpiece")
+  parser.add_argument("--model_type", choices=MODEL_TYPES, default="unigram")
+  parser.add_argument("--vocab_size", type=int, default=30522)
+  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  logging.set_verbosity(logging.INFO)
+  try:
+    train(inputs=args.input, output=args.output, kind=args.kind, vocab_size=args.vocab_size,
+          model_type=args.model_type)
+  except (UserInputError, FileNotFoundError, RuntimeError) as e:
+    print(f"train_vocab: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
