@@ -22,13 +22,13 @@ Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_ma
 """
 
 import dataclasses
-import os
 
 from absl import logging
 import numpy as np
 
 from bert_jax import environment
 from bert_jax.data import default_corpus
+from bert_jax.data import masked_batches
 from bert_jax.data import masking
 from bert_jax.data import pretraining_examples
 from bert_jax.data import record_format
@@ -44,9 +44,6 @@ tf = environment.import_tensorflow_for_data()
 SPLITS = ("train", "eval")
 # Steps whose unmasked examples the text source assembles at once (see `batches`).
 _STEPS_PER_CHUNK = 64
-# tf.data threads masking examples, and masked batches kept ready ahead of the trainer.
-_PARALLEL_CALLS = max(2, min(os.cpu_count() or 2, 16))
-_PREFETCH_BATCHES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,53 +132,6 @@ class PretrainingDataConfig:
 
   def resolved_vocab_path(self):
     return self.vocab_path or default_corpus.default_vocab_path()
-
-
-class PretrainingBatches:
-  """Iterator over host-local batches that tracks the global data position."""
-
-  def __init__(self, datasets, *, start_position, global_batch_size, num_batches):
-    """Args: datasets: an iterable of tf.data datasets whose batches are read in turn."""
-    self._datasets = iter(datasets)
-    self._iterator = iter(())
-    self._position = start_position
-    self._global_batch_size = global_batch_size
-    self._num_batches = num_batches
-
-  @property
-  def position(self):
-    """Global examples consumed: the value to checkpoint and pass back as ``start_position``."""
-    return self._position
-
-  @property
-  def num_batches(self):
-    """Batches left to yield for a finite (eval) iterator; None for train."""
-    return self._num_batches
-
-  def __iter__(self):
-    return self
-
-  def _next_batch(self):
-    while True:
-      try:
-        return next(self._iterator)
-      except StopIteration:
-        self._iterator = next(self._datasets).as_numpy_iterator()  # Ends when they do.
-
-  def __next__(self):
-    try:
-      batch = self._next_batch()
-    except tf.errors.DataLossError as e:
-      raise record_format.corrupt_record_error(e) from None
-    except tf.errors.InvalidArgumentError as e:
-      raise UserInputError(
-          f"a TFRecord does not hold the expected features of length data.max_seq_length "
-          f"({str(e.message).splitlines()[0]}); re-create the records with "
-          "python -m bert_jax.tools.create_pretraining_data") from None
-    self._position += self._global_batch_size
-    if self._num_batches is not None:
-      self._num_batches -= 1
-    return batch
 
 
 class PretrainingData:
@@ -312,7 +262,7 @@ class PretrainingData:
       block = examples.examples(indices)
       return tuple(block[key] for key in _UNMASKED_KEYS) + (indices,)
 
-    mask_fn = make_mask_fn(examples.masking_seed, self.masking_config,
+    mask_fn = masked_batches.make_mask_fn(examples.masking_seed, self.masking_config,
                            self.config.max_seq_length)
 
     def chunk_datasets():
@@ -329,10 +279,10 @@ class PretrainingData:
         arrays = {key: np.concatenate([block[i] for block in blocks])
                   for i, key in enumerate(_UNMASKED_KEYS + ("example_index",))}
         examples_dataset = tf.data.Dataset.from_tensor_slices(arrays)
-        yield _masked_dataset(examples_dataset, mask_fn, host_batch_size)
+        yield masked_batches.masked_dataset(examples_dataset, mask_fn, host_batch_size)
         step = stop
 
-    return PretrainingBatches(chunk_datasets(), start_position=start_position,
+    return masked_batches.PretrainingBatches(chunk_datasets(), start_position=start_position,
                               global_batch_size=global_batch_size, num_batches=num_batches)
 
   def _record_batches(self, split, seed, global_batch_size, process_index, process_count,
@@ -360,10 +310,10 @@ class PretrainingData:
       return {**record_format.parse_batch(serialized_B, max_seq_length), "example_index": index_B}
 
     blocks = records.batch(host_batch_size, drop_remainder=True).map(
-        parse, num_parallel_calls=_PARALLEL_CALLS, deterministic=True)
-    mask_fn = make_mask_fn(masking_seed, self.masking_config, self.config.max_seq_length)
-    dataset = _masked_dataset(blocks.unbatch(), mask_fn, host_batch_size)
-    return PretrainingBatches([dataset], start_position=start_position,
+        parse, num_parallel_calls=masked_batches.PARALLEL_CALLS, deterministic=True)
+    mask_fn = masked_batches.make_mask_fn(masking_seed, self.masking_config, self.config.max_seq_length)
+    dataset = masked_batches.masked_dataset(blocks.unbatch(), mask_fn, host_batch_size)
+    return masked_batches.PretrainingBatches([dataset], start_position=start_position,
                               global_batch_size=global_batch_size, num_batches=num_batches)
 
 
@@ -371,64 +321,6 @@ _UNMASKED_KEYS = ("input_ids", "token_type_ids", "input_mask", "next_sentence_la
 # Streams of stream_seed for the TFRecord source: file/record order and masks.
 _RECORD_ORDER_STREAM = 3
 _RECORD_MASK_STREAM = 4
-
-
-def make_mask_fn(masking_seed, masking_config, max_seq_length):
-  """The per-example masking step as a `tf.function`, traced once and reused by every dataset.
-
-  Args:
-    masking_seed: int63 seed of this stream's masks.
-    masking_config: a ``masking.MaskingConfig``.
-    max_seq_length: L.
-
-  Returns:
-    A function from an unmasked example dict (with int64 ``example_index``) to a masked one.
-  """
-  length = tf.TensorSpec([max_seq_length], tf.int32)
-  signature = {"input_ids": length, "token_type_ids": length, "input_mask": length,
-               "next_sentence_labels": tf.TensorSpec([], tf.int32),
-               "example_index": tf.TensorSpec([], tf.int64)}
-
-  @tf.function(input_signature=[signature])
-  def mask(example):
-    # The mask depends only on (stream seed, global example index): same on any host or
-    # after any restart.
-    example = dict(example)
-    seed = tf.stack([tf.constant(masking_seed, tf.int64), example.pop("example_index")])
-    return {**example, **masking.mask_example(example["input_ids"], seed, masking_config)}
-
-  return mask
-
-
-def _masked_dataset(examples_dataset, mask_fn, host_batch_size):
-  """tf.data: unmasked examples -> per-example stateless masking -> batches.
-
-  Args:
-    examples_dataset: a dataset of dicts of ``_UNMASKED_KEYS`` arrays and int64
-      ``example_index``, one example each, in order.
-    mask_fn: from `make_mask_fn`.
-    host_batch_size: b.
-
-  Returns:
-    A ``tf.data.Dataset`` of batch dicts.
-  """
-  dataset = examples_dataset.map(mask_fn, num_parallel_calls=_PARALLEL_CALLS,
-                                 deterministic=True)
-  dataset = dataset.batch(host_batch_size, drop_remainder=True)
-  return dataset.prefetch(_PREFETCH_BATCHES).with_options(_fixed_options())
-
-
-def _fixed_options():
-  """Fixed parallelism instead of AUTOTUNE.
-
-  AUTOTUNE's model thread sleeps up to 60 s between optimisation rounds and the iterator's
-  destructor waits for it: a long run then hangs for a minute at exit. Masking is cheap and
-  evenly sized, so a fixed number of parallel calls is as fast.
-  """
-  options = tf.data.Options()
-  options.autotune.enabled = False
-  options.deterministic = True
-  return options
 
 
 def pretraining_batches(data_config, *, seed, global_batch_size, process_index=0,
