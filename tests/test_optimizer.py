@@ -50,3 +50,17 @@ def test_schedule_warms_up_linearly_then_decays_to_zero():
 def test_unknown_optimizer_is_refused():
   with pytest.raises(ValueError, match="optimizer.name='sgd' is unknown; choose one of adamw"):
     optimizer_lib.OptimizerConfig(name="sgd")
+
+
+def test_lamb_scales_each_layer_update_to_its_weight_norm():
+  config = optimizer_lib.OptimizerConfig(name="lamb", learning_rate=0.01, warmup_steps=0,
+                                         weight_decay=0.0, max_grad_norm=0.0)
+  optimizer = optimizer_lib.make_optimizer(config, num_train_steps=10)
+  params = {"a": {"kernel": jnp.full((4, 4), 3.0)}, "b": {"kernel": jnp.full((8,), 0.5)}}
+  grads = {"a": {"kernel": jnp.arange(16.0).reshape(4, 4) - 7.5},
+           "b": {"kernel": jnp.linspace(-1.0, 1.0, 8) * 1e-3}}
+  updates, _ = optimizer.update(grads, optimizer.init(params), params)
+  # Trust ratio: every layer moves by learning_rate * ||weights||, whatever its gradient scale.
+  for name in ("a", "b"):
+    assert float(optax.tree.norm(updates[name])) == pytest.approx(
+        0.01 * float(optax.tree.norm(params[name])), rel=1e-4)
