@@ -11,6 +11,7 @@ INSTALL_REQUIRES = [
     "orbax-checkpoint==0.12.8",
     "tensorflow-cpu==2.21.0",
     "tensorflow-datasets==4.9.10",
+    "importlib-resources==7.1.0",  # tensorflow-datasets needs it to prepare datasets.
     "tensorboard==2.21.0",
     "sentencepiece==0.2.3",
     "tokenizers==0.22.2",

@@ -97,6 +97,13 @@ def base_config() -> ml_collections.ConfigDict:
   config.data.tfrecord_pattern = ""  # e.g. "/data/wiki_128/train-*.tfrecord".
   config.data.eval_tfrecord_pattern = ""  # Its eval-*.tfrecord; empty = no eval split.
   config.data.shuffle_buffer_size = 10_000  # TFRecords: records per process's shuffle buffer.
+  # A TFDS text dataset already prepared locally (`tfds build NAME --data_dir=DIR` once, with
+  # network; never downloaded here); set = it replaces corpus_paths, one example = one document.
+  config.data.tfds_name = ""  # e.g. "wikipedia/20230601.en"; empty = unused.
+  config.data.tfds_split = "train"  # Split to read; slices such as "train[:10%]" allowed.
+  config.data.tfds_text_key = "text"  # String feature holding each document's text.
+  config.data.tfds_data_dir = ""  # Its TFDS data folder; empty = TFDS default (TFDS_DATA_DIR).
+  config.data.tfds_max_documents = 0  # Read at most this many examples; 0 = all.
   config.data.single_sentence_next = True  # True keeps NSP labels near 50/50 (see pipeline).
 
   config.optimizer = ml_collections.ConfigDict()

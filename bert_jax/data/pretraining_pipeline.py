@@ -35,6 +35,7 @@ from bert_jax.data import record_format
 from bert_jax.data import record_source
 from bert_jax.data import sentence_pairs
 from bert_jax.data import text_corpus
+from bert_jax.data import tfds_source
 from bert_jax.data import tokenization
 from bert_jax.data import tokenized_corpus
 from bert_jax.errors import UserInputError
@@ -77,6 +78,12 @@ class PretrainingDataConfig:
       (``vocab_path`` must be the vocab they were made with).
     eval_tfrecord_pattern: the eval shards of the same tool; empty = no eval split.
     shuffle_buffer_size: TFRecord source: records in each process's shuffle buffer.
+    tfds_name: a locally prepared TFDS dataset (e.g. "wikipedia/20230601.en"); when set it
+      replaces ``corpus_paths``, each example's text being one document (see ``tfds_source``).
+    tfds_split: its split to read (slices such as "train[:10%]" allowed).
+    tfds_text_key: its string feature holding the document text.
+    tfds_data_dir: its TFDS data folder; empty = TFDS's default.
+    tfds_max_documents: read at most this many of its examples; 0 = all.
   """
   corpus_paths: tuple[str, ...] = ()
   vocab_path: str = ""
@@ -95,6 +102,11 @@ class PretrainingDataConfig:
   tfrecord_pattern: str = ""
   eval_tfrecord_pattern: str = ""
   shuffle_buffer_size: int = 10_000
+  tfds_name: str = ""
+  tfds_split: str = "train"
+  tfds_text_key: str = "text"
+  tfds_data_dir: str = ""
+  tfds_max_documents: int = 0
 
   def __post_init__(self):
     paths = self.corpus_paths
@@ -126,6 +138,7 @@ class PretrainingDataConfig:
       raise UserInputError(
           f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
           f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)")
+    tfds_source.check_config(self)
 
   def resolved_corpus_paths(self):
     return self.corpus_paths or (default_corpus.default_corpus_path(),)
@@ -184,8 +197,9 @@ class PretrainingData:
     self._eval_examples = None
 
   def _read_corpus(self, config):
-    """Reads, tokenises and splits the text corpus (the text source)."""
-    documents = text_corpus.read_documents(config.resolved_corpus_paths())
+    """Reads, tokenises and splits the text corpus (the text source, or TFDS text)."""
+    documents = (tfds_source.documents_for_config(config) if config.tfds_name
+                 else text_corpus.read_documents(config.resolved_corpus_paths()))
     corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
     train_documents, eval_documents = tokenized_corpus.split_documents(
         corpus.num_documents, config.eval_fraction)
