@@ -26,6 +26,8 @@ EXTRAS_REQUIRE = {
     "test": ["pytest==9.2.0"],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
     "hf": ["transformers==4.57.6", "safetensors==0.8.0"],
+    # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
+    "reformer": ["reformer-pytorch==1.4.4"],
 }
 
 setuptools.setup(

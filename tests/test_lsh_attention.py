@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bert_jax.attention import lsh
+from bert_jax.attention import lsh_hashing
 
 BATCH, LENGTH, HEADS, HEAD_DIM = 2, 64, 2, 8
 
@@ -67,6 +68,8 @@ def test_one_chunk_equals_dense_attention(n_hashes, causal):
     # Windows spanning several rounds: duplicates come from non-adjacent rounds too.
     dict(n_hashes=4, chunk_len=32, n_chunks_before=3, n_chunks_after=1),
     dict(n_hashes=4, chunk_len=4, n_chunks_before=5, dedup_correction=False),
+    # Factorised hashing: 4 x 2 buckets from 2 + 1 rotations.
+    dict(n_hashes=2, chunk_len=8, n_buckets=(4, 2), mask_across_buckets=True),
 ], ids=lambda settings: "-".join(f"{k}={v}" for k, v in settings.items()))
 def test_matches_reference(settings):
   qk, value, segment_ids, valid, cotangent = _inputs(seed=1)
@@ -124,13 +127,33 @@ def test_hashing_in_blocks_gives_the_same_buckets(monkeypatch):
   hash_fn = lambda: functools.partial(lsh.hash_buckets, rng=jax.random.PRNGKey(1), n_hashes=3,
                                       n_buckets=16)
   whole = jax.jit(hash_fn())(qk)
-  monkeypatch.setattr(lsh, "_HASH_BLOCK_VALUES_PER_POSITION", 2)  # 8 positions per block
+  # 384 rotated values per head = 8 positions x 2 sequences x 3 rounds x 8 rotations.
+  monkeypatch.setattr(lsh_hashing, "_HASH_BLOCK_VALUES", 384)
   assert "scan" in str(jax.make_jaxpr(hash_fn())(qk))
   np.testing.assert_array_equal(jax.jit(hash_fn())(qk), whole)
   assert whole.shape == (BATCH, HEADS, 3, LENGTH)
   # Round r's buckets are offset by r * n_buckets, so rounds never share a bucket.
   np.testing.assert_array_equal(np.asarray(whole) // 16, np.arange(3)[None, None, :, None]
                                 + np.zeros_like(whole))
+
+
+def test_factorised_buckets_are_mixed_radix_digits():
+  """n_buckets=(a, b): bucket = d_a + a * d_b, digits from the rotations' argmaxes in order."""
+  qk, _, _, _, _ = _inputs(seed=6)
+  rng = jax.random.PRNGKey(2)
+  single = lsh.hash_buckets(qk, rng, n_hashes=2, n_buckets=8)
+  np.testing.assert_array_equal(lsh.hash_buckets(qk, rng, n_hashes=2, n_buckets=(8,)), single)
+  factorised = np.asarray(lsh.hash_buckets(qk, rng, n_hashes=2, n_buckets=(4, 6)))
+  round_N = np.arange(2)[None, None, :, None]
+  np.testing.assert_array_equal(factorised // 24, round_N + np.zeros_like(factorised))
+  # The same rotations, applied densely: 2 + 3 columns per head and round.
+  rotations_HNDR = jax.random.normal(rng, (HEADS * 2 * HEAD_DIM * 5,)).reshape(
+      HEADS, 2, HEAD_DIM, 5)
+  rotated_BHNLR = np.asarray(jnp.einsum("blhd,hndr->bhnlr", qk, rotations_HNDR))
+  digit_a = np.argmax(np.concatenate([rotated_BHNLR[..., :2], -rotated_BHNLR[..., :2]], -1), -1)
+  digit_b = np.argmax(np.concatenate([rotated_BHNLR[..., 2:], -rotated_BHNLR[..., 2:]], -1), -1)
+  np.testing.assert_array_equal(factorised % 24, digit_a + 4 * digit_b)
+  assert len(np.unique(factorised)) > 24  # both digits vary
 
 
 def test_same_rng_same_output_different_rng_different_output():
@@ -161,6 +184,7 @@ def test_bfloat16_is_finite_and_close_to_float32():
     (dict(n_hashes=1, chunk_len=24), "pad the sequence to a multiple of chunk_len"),
     (dict(n_hashes=1, chunk_len=8, n_buckets=5), "n_buckets must be even"),
     (dict(n_hashes=0, chunk_len=8), "n_hashes must be >= 1"),
+    (dict(n_hashes=1, chunk_len=8, n_buckets=(4, 3)), "n_buckets must be even"),
 ])
 def test_bad_arguments_raise(kwargs, message):
   qk, value, segment_ids, _, _ = _inputs()

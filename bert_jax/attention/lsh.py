@@ -13,11 +13,14 @@ over the *set* of keys the query saw, each counted once.
 
 Memory is linear in length: the largest tensors are the chunked logits
 [B, H, n_hashes * L / chunk_len, chunk_len, window * chunk_len] (n_hashes times that, in int32,
-while counting duplicates) and the blocks of rotated vectors during hashing.
+while counting duplicates) and the blocks of rotated vectors during hashing. Time is linear
+except for the hashing matmul, quadratic with the default n_buckets but with a small constant
+(see ``lsh_hashing``, which also offers linear-time factorised buckets).
 
-``lsh_attention_reference`` redoes the sorting, chunking and duplicate counting independently and
-densely (L x L per round) for equivalence tests; ``dense_shared_qk_attention`` is full attention
-with the same masking rules.
+Hashing and argument checks live in ``lsh_hashing`` and the references in ``lsh_reference``; all
+public names are importable from here. ``lsh_attention_reference`` redoes the sorting, chunking
+and duplicate counting independently and densely (L x L per round) for equivalence tests;
+``dense_shared_qk_attention`` is full attention with the same masking rules.
 """
 
 import math
@@ -26,93 +29,16 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.attention import masks
-from bert_jax.errors import UserInputError
+from bert_jax.attention.lsh_hashing import hash_buckets
+from bert_jax.attention.lsh_hashing import length_normalize
+from bert_jax.attention.lsh_hashing import validate
+# Re-exported so callers import every public name from this module.
+from bert_jax.attention.lsh_reference import SELF_MASK_VALUE
+from bert_jax.attention.lsh_reference import dense_shared_qk_attention
+from bert_jax.attention.lsh_reference import lsh_attention_reference
 
-# Added to the logit of a query's own position: small next to the padding mask, so a token still
-# attends to itself when no other key is visible, yet exp() of it underflows to 0 otherwise.
-SELF_MASK_VALUE = -1e5
-
-_NORM_EPSILON = 1e-6
-
-
-def _validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
-              n_chunks_before, n_chunks_after):
-  """Checks arguments; returns the number of buckets to use."""
-  if qk_BLHD.ndim != 4 or qk_BLHD.shape != value_BLHD.shape:
-    raise UserInputError(f"qk and value must both be [batch, length, heads, head_dim], got "
-                     f"{qk_BLHD.shape} and {value_BLHD.shape}; pass one array per head layout.")
-  batch, length = qk_BLHD.shape[:2]
-  if segment_ids_BL.shape != (batch, length):
-    raise UserInputError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
-                     "pass one id per token (0 = padding).")
-  if n_hashes < 1:
-    raise UserInputError(f"n_hashes must be >= 1, got {n_hashes}; use at least one hash round.")
-  if chunk_len < 1 or length % chunk_len:
-    raise UserInputError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
-                     "pad the sequence to a multiple of chunk_len.")
-  if n_chunks_before < 0 or n_chunks_after < 0:
-    raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
-                     f"and {n_chunks_after}; use 0 for no neighbour on that side.")
-  if n_buckets is None:
-    n_buckets = max(2, 2 * length // chunk_len)
-  if n_buckets < 2 or n_buckets % 2:
-    raise UserInputError(f"n_buckets must be even and >= 2, got {n_buckets}; use an even count such "
-                     "as 2 * length // chunk_len.")
-  return n_buckets
-
-
-# Hashing rotates every position onto n_buckets / 2 directions, and n_buckets usually grows with
-# L, so positions are hashed in blocks of at most this * L / n_buckets: the rotated values then
-# stay near 128 * L per batch, head and round (the size of the logits for chunk_len 64 with one
-# chunk before) instead of growing as L * L / chunk_len.
-_HASH_BLOCK_VALUES_PER_POSITION = 128
-
-
-def hash_buckets(qk_BLHD, rng, *, n_hashes, n_buckets):
-  """Angular-LSH bucket of every position, for every head and hash round.
-
-  Args:
-    qk_BLHD: shared query/key vectors [B, L, H, D].
-    rng: PRNG key; it alone fixes the random rotations, so equal keys give equal buckets.
-    n_hashes: number of hash rounds N.
-    n_buckets: buckets per round (even).
-
-  Returns:
-    int32 [B, H, N, L]; round r's buckets lie in [r * n_buckets, (r + 1) * n_buckets), so a
-    sort by bucket also groups by round.
-  """
-  length, n_heads, head_dim = qk_BLHD.shape[1:]
-  shape_HNDR = (n_heads, n_hashes, head_dim, n_buckets // 2)
-  # Drawn flat and reshaped: XLA:CPU compiles a multi-dimensional threefry draw ~10x slower.
-  rotations_HNDR = jax.random.normal(rng, (math.prod(shape_HNDR),), jnp.float32).reshape(shape_HNDR)
-
-  def bucket_of_positions(x_XBHD):
-    # Rotation index leading: XLA:CPU reduces across a major axis with vector instructions, but
-    # an argmax over the minor axis runs ~2x slower than the rotation matmul itself.
-    rotated_RXBHN = jnp.einsum("xbhd,hndr->rxbhn", x_XBHD, rotations_HNDR)
-    return jnp.argmax(jnp.concatenate([rotated_RXBHN, -rotated_RXBHN], axis=0), axis=0)
-
-  # Buckets come from an integer argmax, so they carry no gradient; stopping it here keeps the
-  # hashing out of the backward pass, which reuses the forward buckets.
-  x_LBHD = jnp.moveaxis(jax.lax.stop_gradient(qk_BLHD).astype(jnp.float32), 1, 0)
-  max_block = max(1, _HASH_BLOCK_VALUES_PER_POSITION * length // n_buckets)
-  n_blocks = next(n for n in range(-(-length // max_block), length + 1) if length % n == 0)
-  x_KXBHD = x_LBHD.reshape((n_blocks, length // n_blocks) + x_LBHD.shape[1:])
-  if n_blocks == 1:
-    buckets_KXBHN = bucket_of_positions(x_KXBHD[0])[None]
-  else:
-    buckets_KXBHN = jax.lax.map(bucket_of_positions, x_KXBHD)
-  buckets_LBHN = buckets_KXBHN.reshape((length,) + buckets_KXBHN.shape[2:])
-  offsets_N = jnp.arange(n_hashes, dtype=jnp.int32) * n_buckets
-  buckets_BHNL = jnp.transpose(buckets_LBHN.astype(jnp.int32), (1, 2, 3, 0))
-  return buckets_BHNL + offsets_N[None, None, :, None]
-
-
-def _length_normalize(x_XD):
-  """Unit-length vectors along the last axis (computed in float32, returned in x's dtype)."""
-  x32_XD = x_XD.astype(jnp.float32)
-  inv_norm_X1 = jax.lax.rsqrt(jnp.sum(x32_XD * x32_XD, axis=-1, keepdims=True) + _NORM_EPSILON)
-  return (x32_XD * inv_norm_X1).astype(x_XD.dtype)
+__all__ = ["SELF_MASK_VALUE", "dense_shared_qk_attention", "hash_buckets", "lsh_attention",
+           "lsh_attention_reference"]
 
 
 @jax.custom_vjp
@@ -211,7 +137,8 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
     rng: PRNG key for the random rotations (fixes the hashes).
     n_hashes: hash rounds (>= 1); more rounds approach full attention.
     chunk_len: chunk length; L must be a multiple of it.
-    n_buckets: buckets per round (even); default 2 * L // chunk_len.
+    n_buckets: buckets per round (even); default 2 * L // chunk_len. A tuple of even factors
+      selects factorised hashing (see ``lsh_hashing``): linear-time, but different buckets.
     n_chunks_before: earlier chunks each chunk attends to (cyclic over the sorted sequence).
     n_chunks_after: later chunks each chunk attends to.
     causal: forbid keys at later original positions than the query.
@@ -223,7 +150,7 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
     [B, L, H, D] in the dtype of ``qk_BLHD``; softmax statistics are computed in float32. Rows
     of padding queries (which see no key) are finite but meaningless.
   """
-  n_buckets = _validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
+  n_buckets = validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
                         n_chunks_before, n_chunks_after)
   batch, length, n_heads, head_dim = qk_BLHD.shape
   n_slots = n_hashes * length
@@ -252,7 +179,7 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
     return _look_adjacent(x_BHCQ, n_chunks_before, n_chunks_after)
 
   query_BHCQD = sort_and_chunk(qk_BLHD)
-  key_BHCKD = adjacent(_length_normalize(query_BHCQD))
+  key_BHCKD = adjacent(length_normalize(query_BHCQD))
   value_BHCKD = adjacent(sort_and_chunk(value_BLHD))
   logits_BHCQK = jnp.einsum("bhcqd,bhckd->bhcqk", query_BHCQD, key_BHCKD,
                             preferred_element_type=jnp.float32) * (1.0 / math.sqrt(head_dim))
@@ -309,88 +236,6 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
   lse_BHS = _permute(lse_BHCQ.reshape(bh_shape + (n_slots,)), undo_sort_BHS, sticker_BHS)
   out_BHNLD = out_BHSD.reshape(bh_shape + (n_hashes, length, head_dim))
   lse_BHNL = lse_BHS.reshape(bh_shape + (n_hashes, length))
-  weights_BHNL = jax.nn.softmax(lse_BHNL, axis=2)
-  out_BHLD = jnp.sum(weights_BHNL[..., None] * out_BHNLD, axis=2)
-  return jnp.transpose(out_BHLD, (0, 2, 1, 3)).astype(qk_BLHD.dtype)
-
-
-def _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value):
-  """Full [B, H, L, L] shared-QK logits in float32 with the self, padding and causal rules."""
-  length, head_dim = qk_BLHD.shape[1], qk_BLHD.shape[3]
-  key_BLHD = _length_normalize(qk_BLHD)
-  logits_BHLL = jnp.einsum("bqhd,bkhd->bhqk", qk_BLHD, key_BLHD,
-                           preferred_element_type=jnp.float32) * (1.0 / math.sqrt(head_dim))
-  eye_11LL = jnp.eye(length, dtype=bool)[None, None]
-  logits_BHLL = jnp.where(eye_11LL, logits_BHLL + self_mask_value, logits_BHLL)
-  allowed_B1LL = masks.segment_mask(segment_ids_BL, segment_ids_BL)
-  if causal:
-    allowed_B1LL &= jnp.tril(jnp.ones((length, length), dtype=bool))[None, None]
-  return jnp.where(allowed_B1LL, logits_BHLL, masks.large_negative(jnp.float32))
-
-
-def dense_shared_qk_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, causal=False,
-                              self_mask_value=SELF_MASK_VALUE):
-  """Full (L x L) shared-QK attention with the same masking rules as ``lsh_attention``."""
-  logits_BHLL = _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value)
-  probs_BHLL = jax.nn.softmax(logits_BHLL, axis=-1)
-  out_BLHD = jnp.einsum("bhqk,bkhd->bqhd", probs_BHLL, value_BLHD.astype(jnp.float32))
-  return out_BLHD.astype(qk_BLHD.dtype)
-
-
-def lsh_attention_reference(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_len,
-                            n_buckets=None, n_chunks_before=1, n_chunks_after=0, causal=False,
-                            mask_across_buckets=False, dedup_correction=True,
-                            self_mask_value=SELF_MASK_VALUE):
-  """Slow, dense twin of ``lsh_attention`` (same arguments and hashing) for tests.
-
-  No sort, gather or chunked tensor: each (round, position)'s place in the sorted order is its
-  rank, counted by comparing against every other (round, position). From it the reference builds,
-  per round, the L x L matrix of how many times each key appears in each query's window, and runs
-  a dense softmax over all L keys weighted by that multiplicity.
-  """
-  n_buckets = _validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
-                        n_chunks_before, n_chunks_after)
-  length = qk_BLHD.shape[1]
-  n_chunks = n_hashes * length // chunk_len
-  buckets_BHNL = hash_buckets(qk_BLHD, rng, n_hashes=n_hashes, n_buckets=n_buckets)
-
-  # rank(r, x) = #{(r', y): (bucket(r', y), y) < (bucket(r, x), x)}; round offsets in the buckets
-  # make this the (round, bucket, position) order.
-  positions_11NL = jnp.broadcast_to(jnp.arange(length), (1, 1, n_hashes, length))
-  b_self_BHNL11 = buckets_BHNL[..., None, None]
-  b_other_BH11NL = buckets_BHNL[:, :, None, None, :, :]
-  p_self_11NL11 = positions_11NL[..., None, None]
-  p_other_1111NL = positions_11NL[:, :, None, None, :, :]
-  earlier_BHNLNL = (b_other_BH11NL < b_self_BHNL11) | (
-      (b_other_BH11NL == b_self_BHNL11) & (p_other_1111NL < p_self_11NL11))
-  chunk_BHNL = jnp.sum(earlier_BHNLNL, axis=(-2, -1)) // chunk_len
-
-  # appearances[b, h, r, q, k]: times key k sits in query q's round-r window, counting (when
-  # attention across buckets is masked) only slots in q's own bucket: the others are masked, and
-  # every query has its own slot unmasked, so they never carry weight.
-  q_chunk_BHNL11 = chunk_BHNL[..., None, None]
-  k_chunk_BH11NL = chunk_BHNL[:, :, None, None, :, :]
-  in_window_BHNLNL = jnp.zeros(earlier_BHNLNL.shape, jnp.int32)
-  for offset in range(-n_chunks_before, n_chunks_after + 1):
-    in_window_BHNLNL += k_chunk_BH11NL == jnp.mod(q_chunk_BHNL11 + offset, n_chunks)
-  if mask_across_buckets:
-    in_window_BHNLNL *= b_other_BH11NL == b_self_BHNL11
-  appearances_BHNLL = jnp.sum(in_window_BHNLNL, axis=-2)
-
-  logits_BHLL = _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value)
-  if dedup_correction:
-    counts_BHLL = jnp.sum(appearances_BHNLL, axis=2)
-    logits_BHLL -= jnp.log(jnp.maximum(counts_BHLL, 1).astype(jnp.float32))
-
-  # A key seen m times in a round's windows enters that round's softmax m times: + log m. Keys
-  # outside every window are left out of the sum (-inf), unlike masked keys inside a window.
-  seen_BHNLL = appearances_BHNLL > 0
-  multiplicity_BHNLL = jnp.log(jnp.maximum(appearances_BHNLL, 1).astype(jnp.float32))
-  round_logits_BHNLL = jnp.where(
-      seen_BHNLL, logits_BHLL[:, :, None] + multiplicity_BHNLL, -jnp.inf)
-  lse_BHNL = jax.nn.logsumexp(round_logits_BHNLL, axis=-1)
-  probs_BHNLL = jax.nn.softmax(round_logits_BHNLL, axis=-1)
-  out_BHNLD = jnp.einsum("bhnqk,bkhd->bhnqd", probs_BHNLL, value_BLHD.astype(jnp.float32))
   weights_BHNL = jax.nn.softmax(lse_BHNL, axis=2)
   out_BHLD = jnp.sum(weights_BHNL[..., None] * out_BHNLD, axis=2)
   return jnp.transpose(out_BHLD, (0, 2, 1, 3)).astype(qk_BLHD.dtype)

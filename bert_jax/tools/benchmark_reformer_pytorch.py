@@ -1,0 +1,123 @@
+"""Forward+backward time of one LSH attention layer: bert_jax against reformer-pytorch, on CPU.
+
+  python -m bert_jax.tools.benchmark_reformer_pytorch --lengths=4096,16384 --rounds=5
+
+Both layers run in this one process on float32 CPU with the same thread budget, and their timed
+calls alternate round by round, so background load shifts both medians alike. Prints one JSON
+line per length with both medians and ``ratio`` = torch / jax (> 1: bert_jax is faster).
+
+Settings matched: d_model, heads (head_dim = d_model / heads), n_hashes, batch 1, non-causal,
+shared-QK projection with length-normalised keys, one chunk looked back, the loss
+sum(out ** 2) differentiated with respect to every parameter and the input. reformer-pytorch's
+``bucket_size`` is its chunk length: it uses n_buckets = L / bucket_size and cuts the sorted
+sequence into n_hashes * n_buckets chunks of bucket_size. Differences left in place (each is
+bert_jax's documented default, which makes bert_jax do *more* work):
+
+- n_buckets: bert_jax 2 * L / chunk_len, twice reformer-pytorch's L / bucket_size, so bert_jax's
+  hashing matmul (the one O(L^2) step) is twice as large;
+- duplicate counting: bert_jax subtracts log(count) for keys seen in several rounds
+  (``dedup_correction``); reformer-pytorch's default ``allow_duplicate_attention=True`` skips it;
+- bert_jax's layer has biases on its projections; reformer-pytorch's have none.
+
+``--matched`` adds a bert_jax point with n_buckets = L / chunk_len and no duplicate counting.
+"""
+
+import json
+import statistics
+import time
+
+from absl import app
+from absl import flags
+
+_LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
+_ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
+_THREADS = flags.DEFINE_integer("threads", 2, "torch intra-op threads (match the CPU cores).")
+_MATCHED = flags.DEFINE_bool("matched", False,
+                             "Also time bert_jax with reformer-pytorch's n_buckets and no dedup.")
+
+D_MODEL, HEADS, CHUNK_LEN, N_HASHES, BATCH = 256, 4, 64, 4, 1
+
+
+def _torch_step(length):
+  """A callable running one forward+backward of reformer-pytorch's LSHSelfAttention."""
+  import torch  # pylint: disable=g-import-not-at-top
+  from reformer_pytorch import LSHSelfAttention  # pylint: disable=g-import-not-at-top
+
+  torch.set_num_threads(_THREADS.value)
+  torch.manual_seed(0)
+  layer = LSHSelfAttention(dim=D_MODEL, heads=HEADS, bucket_size=CHUNK_LEN, n_hashes=N_HASHES,
+                           causal=False)
+  x_BLD = torch.randn(BATCH, length, D_MODEL, dtype=torch.float32, requires_grad=True)
+
+  def step():
+    layer.zero_grad(set_to_none=True)
+    x_BLD.grad = None
+    loss = (layer(x_BLD) ** 2).sum()
+    loss.backward()
+    return loss.item()
+  return step
+
+
+def _jax_step(length, n_buckets=0, dedup_correction=True):
+  """A callable running one jitted forward+backward of bert_jax's LSH SelfAttention layer."""
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from bert_jax.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.config import LshOptions, ModelConfig  # pylint: disable=g-import-not-at-top
+
+  config = ModelConfig(
+      vocab_size=8, hidden_size=D_MODEL, num_heads=HEADS, intermediate_size=4 * D_MODEL,
+      num_layers=1, max_position_embeddings=length, hidden_dropout_rate=0.0,
+      attention_dropout_rate=0.0, attention_kind="lsh",
+      lsh=LshOptions(chunk_len=CHUNK_LEN, n_hashes=N_HASHES, n_buckets=n_buckets,
+                     dedup_correction=dedup_correction))
+  module = SelfAttention(config)
+  x_BLD = jax.random.normal(jax.random.key(0), (BATCH, length, D_MODEL), jnp.float32)
+  segment_ids_BL = jnp.ones((BATCH, length), jnp.int32)
+  rngs = {"params": jax.random.key(1), "hashing": jax.random.key(2)}
+  params = nn.unbox(jax.jit(module.init)(rngs, x_BLD, segment_ids_BL)["params"])
+
+  @jax.jit
+  def forward_backward(params, x_BLD):
+    def loss(params, x_BLD):
+      out_BLD = module.apply({"params": params}, x_BLD, segment_ids_BL,
+                             rngs={"hashing": jax.random.key(3)})
+      return jnp.sum(out_BLD.astype(jnp.float32) ** 2)
+    return jax.grad(loss, argnums=(0, 1))(params, x_BLD)
+
+  return lambda: jax.block_until_ready(forward_backward(params, x_BLD))
+
+
+def _seconds(step):
+  start = time.perf_counter()
+  step()
+  return time.perf_counter() - start
+
+
+def main(argv):
+  del argv
+  for length in (int(n) for n in _LENGTHS.value):
+    steps = {"torch": _torch_step(length), "jax": _jax_step(length)}
+    if _MATCHED.value:
+      steps["jax_matched"] = _jax_step(length, n_buckets=length // CHUNK_LEN,
+                                       dedup_correction=False)
+    for step in steps.values():  # Warmup: compiles jax, warms torch's allocator.
+      step()
+    times = {name: [] for name in steps}
+    for _ in range(_ROUNDS.value):
+      for name, step in steps.items():
+        times[name].append(_seconds(step))
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    result = {"length": length, "d_model": D_MODEL, "heads": HEADS, "chunk_len": CHUNK_LEN,
+              "n_hashes": N_HASHES, "batch": BATCH, "rounds": _ROUNDS.value,
+              "torch_s": round(medians["torch"], 4), "jax_s": round(medians["jax"], 4),
+              "ratio": round(medians["torch"] / medians["jax"], 2)}
+    if _MATCHED.value:
+      result["jax_matched_s"] = round(medians["jax_matched"], 4)
+      result["ratio_matched"] = round(medians["torch"] / medians["jax_matched"], 2)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
