@@ -1,6 +1,18 @@
 """Shared test fixtures: small configs and synthetic batches with the pipeline's schema."""
 
+import jax
+import numpy as np
+
+from bert_jax.data import default_corpus
+from bert_jax.data import sentence_pairs
+from bert_jax.data import text_corpus
+from bert_jax.data import tokenized_corpus
 from bert_jax.default_config import base_config
+from bert_jax.parallel import mesh as mesh_lib
+from bert_jax.parallel import sharding
+from bert_jax.train import setup
+from bert_jax.train import state as state_lib
+from bert_jax.train.settings import settings_from_config
 
 
 def small_config(**overrides):
@@ -26,3 +38,36 @@ def small_config(**overrides):
       node = node[parent]
     node[leaf] = value
   return config
+
+
+def real_sentence_pairs(tokenizer, *, count, max_seq_length, short_seq_prob):
+  """``count`` real [CLS] A [SEP] B [SEP] id rows from the embedded corpus (numpy int32)."""
+  documents = text_corpus.read_documents(default_corpus.default_corpus_path())
+  corpus = tokenized_corpus.tokenize_documents(documents, tokenizer)
+  parts, seed = [], 0
+  while sum(len(p) for p in parts) < count:
+    parts.append(sentence_pairs.create_sentence_pairs(
+        corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+        rng=np.random.default_rng(seed), special_ids=tokenizer.special_ids)["input_ids"])
+    seed += 1
+  return np.concatenate(parts)[:count]
+
+
+def one_train_step(config, devices):
+  """One real train step of ``config`` on a mesh over ``devices``, from a fixed init.
+
+  Returns:
+    (params before, params after, metrics, the set of param PartitionSpecs), on the host.
+  """
+  settings = settings_from_config(config)
+  mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh)
+    state = state_lib.init_state(training.init_params, training.optimizer, jax.random.key(0),
+                                 training.state_shardings)
+    init_params = jax.device_get(state.params)
+    batch = sharding.host_batch_to_global(training.task.random_batch(8), mesh)
+    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
+    state, metrics = training.train_step(state, batch, rng)
+    specs = {s.spec for s in jax.tree.leaves(training.state_shardings.params)}
+    return init_params, jax.device_get(state.params), jax.device_get(metrics), specs

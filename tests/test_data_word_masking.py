@@ -8,10 +8,8 @@ import pytest
 from bert_jax.data import default_corpus
 from bert_jax.data import mask_positions
 from bert_jax.data import masking
-from bert_jax.data import sentence_pairs
-from bert_jax.data import text_corpus
 from bert_jax.data import tokenization
-from bert_jax.data import tokenized_corpus
+from tests import helpers
 
 tf = masking.tf
 
@@ -28,14 +26,8 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def sequences(tokenizer):
   """10,000 full-length real sentence pairs, so the 15% budget stays under the 20 slots."""
-  documents = text_corpus.read_documents(default_corpus.default_corpus_path())
-  corpus = tokenized_corpus.tokenize_documents(documents, tokenizer)
-  parts = []
-  for seed in range(3):
-    parts.append(sentence_pairs.create_sentence_pairs(
-        corpus, max_seq_length=SEQ_LEN, short_seq_prob=0.0, rng=np.random.default_rng(seed),
-        special_ids=tokenizer.special_ids)["input_ids"])
-  return np.concatenate(parts)[:NUM_SEQUENCES]
+  return helpers.real_sentence_pairs(tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN,
+                                     short_seq_prob=0.0)
 
 
 def make_config(tokenizer, strategy, **overrides):

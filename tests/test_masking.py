@@ -5,10 +5,8 @@ import pytest
 
 from bert_jax.data import default_corpus
 from bert_jax.data import masking
-from bert_jax.data import sentence_pairs
-from bert_jax.data import text_corpus
 from bert_jax.data import tokenization
-from bert_jax.data import tokenized_corpus
+from tests import helpers
 
 tf = masking.tf
 
@@ -32,14 +30,8 @@ def config(tokenizer):
 @pytest.fixture(scope="module")
 def sequences(tokenizer):
   """10,000 real [CLS] A [SEP] B [SEP] sequences of varied length from the embedded corpus."""
-  documents = text_corpus.read_documents(default_corpus.default_corpus_path())
-  corpus = tokenized_corpus.tokenize_documents(documents, tokenizer)
-  parts = []
-  for seed in range(3):
-    parts.append(sentence_pairs.create_sentence_pairs(
-        corpus, max_seq_length=SEQ_LEN, short_seq_prob=0.3, rng=np.random.default_rng(seed),
-        special_ids=tokenizer.special_ids)["input_ids"])
-  return np.concatenate(parts)[:NUM_SEQUENCES]
+  return helpers.real_sentence_pairs(tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN,
+                                     short_seq_prob=0.3)
 
 
 def mask_all(input_ids, config, seed=7):

@@ -10,10 +10,6 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import encoder as encoder_lib
 from bert_jax.models import reversible
 from bert_jax.models.config import LshOptions, ModelConfig
-from bert_jax.parallel import mesh as mesh_lib
-from bert_jax.parallel import sharding
-from bert_jax.train import setup
-from bert_jax.train import state as state_lib
 from bert_jax.train.settings import settings_from_config
 from tests import helpers
 
@@ -137,27 +133,14 @@ def test_chunked_feed_forward_equals_unchunked(length):
   _assert_close(results[1], results[0])
 
 
-def _one_step(config, devices):
-  settings = settings_from_config(config)
-  mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
-  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
-    training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(training.init_params, training.optimizer, jax.random.key(0),
-                                 training.state_shardings)
-    batch = sharding.host_batch_to_global(training.task.random_batch(8), mesh)
-    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
-    state, metrics = training.train_step(state, batch, rng)
-    return jax.device_get(state.params), jax.device_get(metrics)
-
-
 @pytest.mark.parametrize("kind", ["lsh", "local"])
 def test_reversible_train_step_same_on_one_and_eight_devices(kind):
   overrides = {"model.attention_kind": kind, "model.reversible": True,
                "model.ffn_chunk_len": 8, "model.lsh.chunk_len": 8, "model.lsh.n_hashes": 2,
                "data.objective": "none"}
-  params_1, metrics_1 = _one_step(helpers.small_config(**overrides, **{"mesh.data": 1}),
-                                  jax.devices()[:1])
-  params_8, metrics_8 = _one_step(
+  _, params_1, metrics_1, _ = helpers.one_train_step(
+      helpers.small_config(**overrides, **{"mesh.data": 1}), jax.devices()[:1])
+  _, params_8, metrics_8, _ = helpers.one_train_step(
       helpers.small_config(**overrides, **{"mesh.data": 2, "mesh.tensor": 4}), jax.devices())
   assert np.isfinite(metrics_1["mlm_loss"]) and metrics_1["grad_norm"] > 0
   for key in ("mlm_loss", "mlm_accuracy", "grad_norm"):

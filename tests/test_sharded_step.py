@@ -4,32 +4,12 @@ import jax
 import numpy as np
 import pytest
 
-from bert_jax.parallel import mesh as mesh_lib
-from bert_jax.parallel import sharding
-from bert_jax.train import setup
-from bert_jax.train import state as state_lib
-from bert_jax.train.settings import settings_from_config
 from tests import helpers
-
-
-def _one_step(config, devices):
-  settings = settings_from_config(config)
-  mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
-  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
-    training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(training.init_params, training.optimizer, jax.random.key(0),
-                                 training.state_shardings)
-    init_params = jax.device_get(state.params)
-    batch = training.task.random_batch(8)
-    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
-    state, metrics = training.train_step(state, sharding.host_batch_to_global(batch, mesh), rng)
-    sharded_dims = {s.spec for s in jax.tree.leaves(training.state_shardings.params)}
-    return init_params, jax.device_get(state.params), jax.device_get(metrics), sharded_dims
 
 
 @pytest.fixture(scope="module")
 def single_device_result():
-  return _one_step(helpers.small_config(**{"mesh.data": 1}), jax.devices()[:1])
+  return helpers.one_train_step(helpers.small_config(**{"mesh.data": 1}), jax.devices()[:1])
 
 
 @pytest.mark.parametrize("axes", [
@@ -39,7 +19,7 @@ def single_device_result():
 ], ids=["data8", "fsdp8", "data2xtensor4"])
 def test_sharded_step_equals_single_device(single_device_result, axes):
   init_1, params_1, metrics_1, _ = single_device_result
-  init_8, params_8, metrics_8, specs = _one_step(helpers.small_config(**axes), jax.devices())
+  init_8, params_8, metrics_8, specs = helpers.one_train_step(helpers.small_config(**axes), jax.devices())
   if axes.get("mesh.fsdp", 1) > 1 or axes.get("mesh.tensor", 1) > 1:
     assert any(any(axis is not None for axis in spec) for spec in specs), "nothing was sharded"
   jax.tree.map(np.testing.assert_array_equal, init_1, init_8)  # Same init whatever the mesh.
@@ -56,8 +36,8 @@ def test_gradient_accumulation_equals_one_big_batch(single_device_result):
                                    "model.attention_dropout_rate": 0.0})
   no_dropout = helpers.small_config(**{"mesh.data": 1, "model.hidden_dropout_rate": 0.0,
                                        "model.attention_dropout_rate": 0.0})
-  _, accumulated, metrics_a, _ = _one_step(config, jax.devices()[:1])
-  _, single, metrics_s, _ = _one_step(no_dropout, jax.devices()[:1])
+  _, accumulated, metrics_a, _ = helpers.one_train_step(config, jax.devices()[:1])
+  _, single, metrics_s, _ = helpers.one_train_step(no_dropout, jax.devices()[:1])
   np.testing.assert_allclose(metrics_a["mlm_loss"], metrics_s["mlm_loss"], rtol=1e-5)
   np.testing.assert_allclose(metrics_a["grad_norm"], metrics_s["grad_norm"], rtol=1e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), accumulated,
