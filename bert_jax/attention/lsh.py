@@ -64,6 +64,35 @@ def _permute_bwd(residuals, grad_BHS):
 _permute.defvjp(_permute_fwd, _permute_bwd)
 
 
+@jax.custom_vjp
+def _softmax_and_lse(logits_XK):
+  """Softmax over the last axis and its log-sum-exp.
+
+  Normalised by the explicit sum rather than exp(logits - lse): near the self-mask value
+  (|logit| ~ 1e5) float32 rounds lse by up to 4e-3, which would leak into every probability.
+  """
+  max_X = jnp.max(logits_XK, axis=-1)
+  unnormalized_XK = jnp.exp(logits_XK - max_X[..., None])
+  sum_X = jnp.sum(unnormalized_XK, axis=-1)
+  return unnormalized_XK / sum_X[..., None], max_X + jnp.log(sum_X)
+
+
+def _softmax_and_lse_fwd(logits_XK):
+  probs_XK, lse_X = _softmax_and_lse(logits_XK)
+  return (probs_XK, lse_X), probs_XK
+
+
+def _softmax_and_lse_bwd(probs_XK, grads):
+  # d lse / d logits = probs, so both cotangents share one pass over the [.., K] block; autodiff
+  # of the forward instead re-derives it through the division and the max (several more passes).
+  grad_probs_XK, grad_lse_X = grads
+  inner_X = jnp.sum(grad_probs_XK * probs_XK, axis=-1)
+  return (probs_XK * (grad_probs_XK + (grad_lse_X - inner_X)[..., None]),)
+
+
+_softmax_and_lse.defvjp(_softmax_and_lse_fwd, _softmax_and_lse_bwd)
+
+
 def _inverse_permutation(perm_BHS):
   """inverse[perm[s]] = s for every batch and head (a scatter, cheaper than a second sort)."""
   iota_S = jnp.arange(perm_BHS.shape[-1], dtype=perm_BHS.dtype)
@@ -181,7 +210,10 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
   query_BHCQD = sort_and_chunk(qk_BLHD)
   key_BHCKD = adjacent(length_normalize(query_BHCQD))
   value_BHCKD = adjacent(sort_and_chunk(value_BLHD))
-  logits_BHCQK = jnp.einsum("bhcqd,bhckd->bhcqk", query_BHCQD, key_BHCKD,
+  # Contracting the query over its second-minor axis makes XLA:CPU emit its own batched GEMM,
+  # measured ~1.5x faster here than the library kernel it picks for the row-major form.
+  query_BHCDQ = jnp.swapaxes(query_BHCQD, 3, 4)
+  logits_BHCQK = jnp.einsum("bhcdq,bhckd->bhcqk", query_BHCDQ, key_BHCKD,
                             preferred_element_type=jnp.float32) * (1.0 / math.sqrt(head_dim))
 
   pos_q_BHCQ = chunk(position_BHS)
@@ -220,13 +252,7 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
     # Masked entries may count 0; the floor of 1 keeps them finite (they stay masked anyway).
     logits_BHCQK -= jnp.log(jnp.maximum(counts_BHCQK, 1).astype(jnp.float32))
 
-  # Normalise by the explicit sum rather than exp(logits - lse): near the self-mask value
-  # (|logit| ~ 1e5) float32 rounds lse by up to 4e-3, which would leak into every probability.
-  max_BHCQ = jax.lax.stop_gradient(jnp.max(logits_BHCQK, axis=-1))
-  unnormalized_BHCQK = jnp.exp(logits_BHCQK - max_BHCQ[..., None])
-  sum_BHCQ = jnp.sum(unnormalized_BHCQK, axis=-1)
-  probs_BHCQK = unnormalized_BHCQK / sum_BHCQ[..., None]
-  lse_BHCQ = max_BHCQ + jnp.log(sum_BHCQ)
+  probs_BHCQK, lse_BHCQ = _softmax_and_lse(logits_BHCQK)
   out_BHCQD = jnp.einsum("bhcqk,bhckd->bhcqd", probs_BHCQK.astype(value_BLHD.dtype), value_BHCKD,
                          preferred_element_type=jnp.float32)
 
