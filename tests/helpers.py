@@ -71,3 +71,15 @@ def one_train_step(config, devices):
     state, metrics = training.train_step(state, batch, rng)
     specs = {s.spec for s in jax.tree.leaves(training.state_shardings.params)}
     return init_params, jax.device_get(state.params), jax.device_get(metrics), specs
+
+
+BATCH_KEYS = ("input_ids", "token_type_ids", "input_mask", "masked_lm_positions",
+              "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def assert_same_batches(left, right):
+  """Two lists of pipeline batches are equal, key by key."""
+  assert len(left) == len(right)
+  for a, b in zip(left, right):
+    for key in BATCH_KEYS:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -16,11 +16,10 @@ from bert_jax.data import text_corpus
 from bert_jax.data import tokenization
 from bert_jax.data import tokenized_corpus
 from bert_jax.tools import create_pretraining_data
+from tests import helpers
 
 tf = record_format.tf
 SEQ_LEN = 64
-KEYS = ("input_ids", "token_type_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
-        "masked_lm_weights", "next_sentence_labels")
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +65,6 @@ def data_for(directory, **overrides):
 
 def take(iterator, count):
   return [next(iterator) for _ in range(count)]
-
-
-def assert_same_batches(left, right):
-  assert len(left) == len(right)
-  for a, b in zip(left, right):
-    for key in KEYS:
-      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 def test_tool_is_deterministic_and_parallel_equals_serial(text_files, records_dir, tmp_path):
@@ -145,7 +137,7 @@ def test_exact_resume_across_epochs(records_dir, process_count):
     run = take(data.batches(**kwargs), steps)
     for step in (2, steps - 4):
       resumed = data.batches(**kwargs, start_position=step * batch_size)
-      assert_same_batches(take(resumed, 3), run[step:step + 3])
+      helpers.assert_same_batches(take(resumed, 3), run[step:step + 3])
     # Epochs are reshuffled: the second epoch does not replay the first.
     second_epoch = run[host_epoch // (batch_size // process_count)]
     assert not np.array_equal(run[0]["input_ids"], second_epoch["input_ids"])
@@ -155,11 +147,13 @@ def test_eval_split_is_fixed_and_hosts_concatenate(records_dir):
   data = data_for(records_dir)
   single = list(data.batches(split="eval", seed=0, global_batch_size=8))
   assert len(single) == data.records.num_eval_examples // 8 > 2
-  assert_same_batches(single, list(data.batches(split="eval", seed=9, global_batch_size=8)))
+  helpers.assert_same_batches(
+      single, list(data.batches(split="eval", seed=9, global_batch_size=8)))
   halves = [list(data.batches(split="eval", seed=0, global_batch_size=8, process_index=p,
                               process_count=2)) for p in (0, 1)]
-  joined = [{key: np.concatenate([a[key], b[key]]) for key in KEYS} for a, b in zip(*halves)]
-  assert_same_batches(joined, single)
+  joined = [{key: np.concatenate([a[key], b[key]]) for key in helpers.BATCH_KEYS}
+            for a, b in zip(*halves)]
+  helpers.assert_same_batches(joined, single)
 
 
 def test_full_sentences_rows_keep_documents_apart(text_files, tmp_path):

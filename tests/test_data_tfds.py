@@ -4,7 +4,6 @@ The test dataset is made offline with TFDS's own writer, from real sentences of 
 corpus, so the source is read exactly as a dataset made by `tfds build` would be.
 """
 
-import numpy as np
 import pytest
 
 from bert_jax import default_config
@@ -14,13 +13,12 @@ from bert_jax.data import text_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.tools import build_default_corpus
 from bert_jax.train import settings
+from tests import helpers
 
 tfds = pytest.importorskip("tensorflow_datasets")
 
 NAME = "bert_jax_tfds_test_corpus"
 NUM_DOCUMENTS = 24
-KEYS = ("input_ids", "token_type_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
-        "masked_lm_weights", "next_sentence_labels")
 
 
 def as_paragraphs(document):
@@ -69,25 +67,18 @@ def take(data, count, **kwargs):
   return [next(iterator) for _ in range(count)]
 
 
-def assert_same_batches(left, right):
-  assert len(left) == len(right)
-  for a, b in zip(left, right):
-    for key in KEYS:
-      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
 def test_tfds_source_gives_the_text_file_batches(corpus):
   _, text_path, data_dir = corpus
   from_tfds = make_data(tfds_name=NAME, tfds_data_dir=data_dir)
   from_text = make_data(corpus_paths=(text_path,))
   assert from_tfds.train_corpus.num_documents == from_text.train_corpus.num_documents
   assert from_tfds.eval_corpus.num_documents == from_text.eval_corpus.num_documents
-  assert_same_batches(take(from_tfds, 3, split="train", seed=7),
+  helpers.assert_same_batches(take(from_tfds, 3, split="train", seed=7),
                       take(from_text, 3, split="train", seed=7))
   # A resumed second host sees the same examples from either source.
   host = dict(split="train", seed=7, process_index=1, process_count=2, start_position=40)
-  assert_same_batches(take(from_tfds, 2, **host), take(from_text, 2, **host))
-  assert_same_batches(take(from_tfds, 1, split="eval", seed=0),
+  helpers.assert_same_batches(take(from_tfds, 2, **host), take(from_text, 2, **host))
+  helpers.assert_same_batches(take(from_tfds, 1, split="eval", seed=0),
                       take(from_text, 1, split="eval", seed=0))
 
 

@@ -1,6 +1,5 @@
 """The train loop end to end: metrics, TensorBoard, resume, preemption, NaN stop, 2 processes."""
 
-import os
 import pathlib
 import signal
 import socket

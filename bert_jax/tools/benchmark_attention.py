@@ -25,6 +25,8 @@ import time
 from absl import app
 from absl import flags
 
+from bert_jax.tools import attention_timing
+
 _KINDS = flags.DEFINE_list("kinds", ["dense", "lsh", "local"], "Attention kinds.")
 _LENGTHS = flags.DEFINE_list("lengths", ["1024", "4096", "16384", "65536"], "Sequence lengths.")
 _DEPTHS = flags.DEFINE_list("depths", [], "Depth mode: encoder depths (empty = attention mode).")
@@ -68,9 +70,6 @@ def _model_config(point):
 
 def _run_point(point):
   """Compiles and times one forward+backward; returns the JSON-ready result."""
-  import flax.linen as nn  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from bert_jax.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
   from bert_jax.models.encoder import Encoder  # pylint: disable=g-import-not-at-top
 
@@ -79,28 +78,16 @@ def _run_point(point):
     module = Encoder(config)
   else:
     module = SelfAttention(config)
-  shape = (point["batch"], point["length"], point["d_model"])
-  x_BLD = jax.random.normal(jax.random.key(0), shape, jnp.float32)
-  segment_ids_BL = jnp.ones(shape[:2], jnp.int32)
-  rngs = {"params": jax.random.key(1), "hashing": jax.random.key(2)}
-  params = nn.unbox(jax.jit(module.init)(rngs, x_BLD, segment_ids_BL)["params"])
+  run_once = attention_timing.layer_forward_backward(
+      module, (point["batch"], point["length"], point["d_model"]))
   base_rss_mb = _current_rss_mb()
-
-  @jax.jit
-  def forward_backward(params, x_BLD):
-    def loss(params, x_BLD):
-      out_BLD = module.apply({"params": params}, x_BLD, segment_ids_BL,
-                             rngs={"hashing": jax.random.key(3)})
-      return jnp.sum(out_BLD.astype(jnp.float32) ** 2)
-    return jax.grad(loss, argnums=(0, 1))(params, x_BLD)
-
   start = time.perf_counter()
-  jax.block_until_ready(forward_backward(params, x_BLD))
+  run_once()
   compile_and_first_s = time.perf_counter() - start
   times = []
   for _ in range(point["repeats"]):
     start = time.perf_counter()
-    jax.block_until_ready(forward_backward(params, x_BLD))
+    run_once()
     times.append(time.perf_counter() - start)
   return dict(point, fwd_bwd_s=round(statistics.median(times), 4),
               first_call_s=round(compile_and_first_s, 2), peak_rss_mb=round(_peak_rss_mb(), 1),

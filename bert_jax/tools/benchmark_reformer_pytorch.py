@@ -29,6 +29,8 @@ import time
 from absl import app
 from absl import flags
 
+from bert_jax.tools import attention_timing
+
 _LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
 _THREADS = flags.DEFINE_integer("threads", 2, "torch intra-op threads (match the CPU cores).")
@@ -60,9 +62,6 @@ def _torch_step(length):
 
 def _jax_step(length, n_buckets=0, dedup_correction=True):
   """A callable running one jitted forward+backward of bert_jax's LSH SelfAttention layer."""
-  import flax.linen as nn  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from bert_jax.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
   from bert_jax.models.config import LshOptions, ModelConfig  # pylint: disable=g-import-not-at-top
 
@@ -72,21 +71,8 @@ def _jax_step(length, n_buckets=0, dedup_correction=True):
       attention_dropout_rate=0.0, attention_kind="lsh",
       lsh=LshOptions(chunk_len=CHUNK_LEN, n_hashes=N_HASHES, n_buckets=n_buckets,
                      dedup_correction=dedup_correction))
-  module = SelfAttention(config)
-  x_BLD = jax.random.normal(jax.random.key(0), (BATCH, length, D_MODEL), jnp.float32)
-  segment_ids_BL = jnp.ones((BATCH, length), jnp.int32)
-  rngs = {"params": jax.random.key(1), "hashing": jax.random.key(2)}
-  params = nn.unbox(jax.jit(module.init)(rngs, x_BLD, segment_ids_BL)["params"])
-
-  @jax.jit
-  def forward_backward(params, x_BLD):
-    def loss(params, x_BLD):
-      out_BLD = module.apply({"params": params}, x_BLD, segment_ids_BL,
-                             rngs={"hashing": jax.random.key(3)})
-      return jnp.sum(out_BLD.astype(jnp.float32) ** 2)
-    return jax.grad(loss, argnums=(0, 1))(params, x_BLD)
-
-  return lambda: jax.block_until_ready(forward_backward(params, x_BLD))
+  return attention_timing.layer_forward_backward(SelfAttention(config),
+                                                 (BATCH, length, D_MODEL))
 
 
 def _seconds(step):
