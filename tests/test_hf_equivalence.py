@@ -1,15 +1,22 @@
-"""bert_jax BERT equals Hugging Face's (Flax) BERT: parameter counts, hidden states, logits."""
+"""bert_jax BERT equals Hugging Face's: parameter counts, the weight table, predicted positions.
+
+The end-to-end equivalence (hidden states and logits of converted random-init models of two
+sizes and vocabs, and the export back) is tests/test_convert.py.
+"""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bert_jax.errors import UserInputError
 from bert_jax.models import hf_weights
-from bert_jax.models.bert import BertEncoder, BertForPreTraining
+from bert_jax.models.bert import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
+from tests import hf_reference
 
 transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
 
 
 def _param_count(model_dict):
@@ -25,79 +32,48 @@ def test_parameter_count_equals_hugging_face_bert_for_pretraining(size, expected
   assert _param_count({"size": size}) == expected
 
 
-def _hf_flax_to_torch_names(flax_params):
-  """HF Flax param tree -> the PyTorch/safetensors names and layouts of the same model."""
-  state = {}
-  for path, value in jax.tree_util.tree_flatten_with_path(flax_params)[0]:
-    keys = [k.key for k in path]
-    leaf = keys[-1]
-    value = np.asarray(value)
-    if leaf == "kernel":
-      leaf, value = "weight", value.T
-    elif leaf in ("embedding", "scale"):
-      leaf = "weight"
-    state[".".join(keys[:-1] + [leaf])] = value
-  return state
+SIZE = {"vocab_size": 53, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3,
+        "intermediate_size": 40, "max_position_embeddings": 16}
 
 
 @pytest.fixture(scope="module")
-def hf_model_and_config():
-  hf_config = transformers.BertConfig(
-      vocab_size=211, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-      intermediate_size=96, max_position_embeddings=40, hidden_act="gelu")
-  with jax.numpy_rank_promotion("allow"):  # Hugging Face's code relies on implicit promotion.
-    hf_model = transformers.FlaxBertForPreTraining(hf_config, seed=3)
-  ours = model_config_from_dict(dict(
-      vocab_size=211, hidden_size=64, num_layers=3, num_heads=4, intermediate_size=96,
-      max_position_embeddings=40))
-  return hf_model, ours
+def state_and_config():
+  model = hf_reference.random_bert(transformers, torch, seed=5, **SIZE)
+  state = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
+  config = model_config_from_dict({"vocab_size": 53, "hidden_size": 24, "num_layers": 2,
+                                   "num_heads": 3, "intermediate_size": 40,
+                                   "max_position_embeddings": 16})
+  return state, config
 
 
-def _inputs():
-  rng = np.random.default_rng(0)
-  input_ids = rng.integers(0, 211, size=(3, 17)).astype(np.int32)
-  token_types = (np.arange(17)[None, :] > 8).astype(np.int32).repeat(3, 0)
-  mask = np.ones((3, 17), np.int32)
-  mask[1, 11:] = 0  # Padding in two rows, of different lengths.
-  mask[2, 5:] = 0
-  return input_ids, token_types, mask
+def test_legacy_names_and_buffers_convert_like_current_ones(state_and_config):
+  state, config = state_and_config
+  legacy = {name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+      "LayerNorm.bias", "LayerNorm.beta"): value for name, value in state.items()}
+  legacy["bert.embeddings.position_ids"] = np.arange(16)[None]  # Saved by old transformers.
+  current = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(state, config))
+  converted = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(legacy, config))
+  assert [path for path, _ in current] == [path for path, _ in converted]
+  for (path, ours), (_, theirs) in zip(current, converted):
+    np.testing.assert_array_equal(ours, theirs, err_msg=jax.tree_util.keystr(path))
 
 
-def test_hidden_states_and_logits_equal_hugging_face(hf_model_and_config):
-  hf_model, config = hf_model_and_config
-  params = hf_weights.params_from_hf(_hf_flax_to_torch_names(hf_model.params), config)
-  input_ids, token_types, mask = _inputs()
-  with jax.numpy_rank_promotion("allow"):
-    hf_out = hf_model(input_ids, attention_mask=mask, token_type_ids=token_types,
-                      output_hidden_states=True)
-  hidden, pooled = BertEncoder(config).apply({"params": params["bert"]}, input_ids, token_types,
-                                             mask)
-  ours = BertForPreTraining(config).apply({"params": params}, input_ids, token_types, mask)
-  real = mask.astype(bool)  # Padded positions are not compared: neither model defines them.
-  np.testing.assert_allclose(np.asarray(hidden)[real], np.asarray(hf_out.hidden_states[-1])[real],
-                             atol=1e-5, rtol=1e-5)
-  np.testing.assert_allclose(np.asarray(ours["mlm_logits"])[real],
-                             np.asarray(hf_out.prediction_logits)[real], atol=1e-5, rtol=1e-5)
-  np.testing.assert_allclose(ours["nsp_logits"], hf_out.seq_relationship_logits, atol=1e-5,
-                             rtol=1e-5)
-  positions = np.array([[1, 4], [0, 10], [2, 3]], np.int32)
-  gathered = BertForPreTraining(config).apply({"params": params}, input_ids, token_types, mask,
-                                              positions)["mlm_logits"]
-  np.testing.assert_allclose(gathered, np.take_along_axis(
-      np.asarray(ours["mlm_logits"]), positions[:, :, None], axis=1), atol=1e-6)
+def test_untied_decoder_is_refused(state_and_config):
+  state, config = state_and_config
+  untied = dict(state)
+  untied["cls.predictions.decoder.weight"] = state["cls.predictions.decoder.weight"] + 1
+  with pytest.raises(UserInputError, match="decoder.weight differs from bert.embeddings"):
+    hf_weights.params_from_hf(untied, config)
 
 
-def test_hf_weights_round_trip_exactly(hf_model_and_config):
-  hf_model, config = hf_model_and_config
-  state = _hf_flax_to_torch_names(hf_model.params)
-  back = hf_weights.hf_from_params(hf_weights.params_from_hf(state, config), config)
-  for name, value in state.items():
-    np.testing.assert_array_equal(back[name], value, err_msg=name)
-
-
-def test_missing_tensors_are_reported(hf_model_and_config):
-  hf_model, config = hf_model_and_config
-  state = _hf_flax_to_torch_names(hf_model.params)
-  del state["bert.encoder.layer.1.output.dense.weight"]
-  with pytest.raises(ValueError, match="lack 1 tensors.*layer.1.output.dense"):
-    hf_weights.params_from_hf(state, config)
+def test_gathered_positions_equal_the_full_logits(state_and_config):
+  state, config = state_and_config
+  params = hf_weights.params_from_hf(state, config)
+  input_ids, token_types, mask = hf_reference.random_inputs(53, length=9)
+  apply = jax.jit(BertForPreTraining(config).apply)
+  full = apply({"params": params}, input_ids, token_types, mask)["mlm_logits"]
+  positions = np.array([[1, 4], [0, 8], [2, 3]], np.int32)
+  gathered = apply({"params": params}, input_ids, token_types, mask, positions)["mlm_logits"]
+  np.testing.assert_allclose(gathered, np.take_along_axis(np.asarray(full),
+                                                          positions[:, :, None], axis=1),
+                             atol=1e-6)

@@ -8,7 +8,7 @@ from bert_jax.models import dropout as dropout_lib
 
 
 def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout_rate=0.0,
-                    dropout_rng=None, deterministic=True):
+                    dropout_rng=None, deterministic=True, return_probs=False):
   """Scaled dot-product attention with an explicit [B, H, L, L] probability matrix.
 
   Logits and softmax are computed in float32 whatever the input dtype; the output has the
@@ -22,9 +22,11 @@ def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout
     dropout_rate: dropout on the attention probabilities (BERT uses 0.1).
     dropout_rng: PRNG key for that dropout; needed when it is active.
     deterministic: disables dropout.
+    return_probs: also return the float32 probabilities [batch, heads, query, key] (before
+      dropout), for inspection.
 
   Returns:
-    Attention output [batch, length, heads, head_dim].
+    Attention output [batch, length, heads, head_dim] (and the probabilities).
   """
   head_dim = query_BLHD.shape[-1]
   logits_BHQK = jnp.einsum("bqhd,bkhd->bhqk", query_BLHD, key_BLHD,
@@ -33,9 +35,11 @@ def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout
   mask_B1QK = masks.segment_mask(segment_ids_BL, segment_ids_BL)
   logits_BHQK = jnp.where(mask_B1QK, logits_BHQK, masks.large_negative(jnp.float32))
   probs_BHQK = jax.nn.softmax(logits_BHQK, axis=-1)
+  kept_BHQK = probs_BHQK
   if not deterministic and dropout_rate > 0.0:
-    probs_BHQK = dropout_lib.dropout(probs_BHQK, dropout_rate, dropout_rng)
-  return jnp.einsum("bhqk,bkhd->bqhd", probs_BHQK.astype(value_BLHD.dtype), value_BLHD)
+    kept_BHQK = dropout_lib.dropout(probs_BHQK, dropout_rate, dropout_rng)
+  out_BLHD = jnp.einsum("bhqk,bkhd->bqhd", kept_BHQK.astype(value_BLHD.dtype), value_BLHD)
+  return (out_BLHD, probs_BHQK) if return_probs else out_BLHD
 
 
 def fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL):

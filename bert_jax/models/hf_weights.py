@@ -1,134 +1,125 @@
 """Hugging Face BERT weights (PyTorch / safetensors names) <-> bert_jax parameters.
 
-The mapping is a table: each row names a bert_jax parameter, the Hugging Face tensor it comes
-from, and how the array is laid out differently (PyTorch stores Linear weights as [out, in];
-bert_jax keeps attention projections per head, [embed, heads, head_dim]).
+The table names each bert_jax parameter's Hugging Face tensor (``BertForPreTraining`` names)
+and how the layout differs: PyTorch stores Linear weights as [out, in]; bert_jax keeps the
+attention projections per head ([embed, heads, head_dim] and [heads, head_dim, embed]).
+Checkpoints of ``BertModel`` (no ``bert.`` prefix, no heads), of ``BertForPreTraining`` and of
+``BertForMaskedLM`` all load; old ones with LayerNorm ``gamma`` / ``beta`` names too.
 """
 
 import numpy as np
 
 from bert_jax.errors import UserInputError
+from bert_jax.models import weight_table
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.weight_table import Row
 
-# (bert_jax path, Hugging Face name, layout). "{i}" is the layer index.
-_EMBEDDING_ROWS = (
-    ("bert/embeddings/word_embeddings/embedding", "bert.embeddings.word_embeddings.weight", "same"),
-    ("bert/embeddings/position_embeddings/embedding", "bert.embeddings.position_embeddings.weight",
-     "same"),
-    ("bert/embeddings/token_type_embeddings/embedding",
-     "bert.embeddings.token_type_embeddings.weight", "same"),
-    ("bert/embeddings/layer_norm/scale", "bert.embeddings.LayerNorm.weight", "same"),
-    ("bert/embeddings/layer_norm/bias", "bert.embeddings.LayerNorm.bias", "same"),
-    ("bert/pooler/kernel", "bert.pooler.dense.weight", "linear"),
-    ("bert/pooler/bias", "bert.pooler.dense.bias", "same"),
+_PREFIX = "bert."
+_TRUNK_PARTS = ("embeddings.", "encoder.", "pooler.")  # BertModel names lack the "bert." prefix.
+_WORD_TABLE = "bert.embeddings.word_embeddings.weight"
+_MLM_BIAS = "cls.predictions.bias"
+# PyTorch ties the MLM decoder to the word table and its bias to cls.predictions.bias; .bin
+# files repeat both, safetensors files written by save_pretrained do not.
+_TIED_DECODER = {"cls.predictions.decoder.weight": _WORD_TABLE,
+                 "cls.predictions.decoder.bias": _MLM_BIAS}
+# A buffer (0..max_positions-1) that older versions of transformers saved with the weights.
+_IGNORED = ("bert.embeddings.position_ids",)
+
+_FIXED_ROWS = (
+    Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
+    Row("bert/embeddings/position_embeddings/embedding",
+        "bert.embeddings.position_embeddings.weight", "encoder"),
+    Row("bert/embeddings/token_type_embeddings/embedding",
+        "bert.embeddings.token_type_embeddings.weight", "encoder"),
+    Row("bert/embeddings/layer_norm/scale", "bert.embeddings.LayerNorm.weight", "encoder"),
+    Row("bert/embeddings/layer_norm/bias", "bert.embeddings.LayerNorm.bias", "encoder"),
+    Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
+    Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
+    Row("mlm_head/transform/kernel", "cls.predictions.transform.dense.weight", "mlm_head",
+        transpose=True),
+    Row("mlm_head/transform/bias", "cls.predictions.transform.dense.bias", "mlm_head"),
+    Row("mlm_head/transform_norm/scale", "cls.predictions.transform.LayerNorm.weight",
+        "mlm_head"),
+    Row("mlm_head/transform_norm/bias", "cls.predictions.transform.LayerNorm.bias", "mlm_head"),
+    Row("mlm_head/output_bias", _MLM_BIAS, "mlm_head"),
+    Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
+    Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
 )
+# (bert_jax suffix, Hugging Face suffix, heads_axis, transpose) inside layer i.
 _LAYER_ROWS = (
-    ("attention/query/kernel", "attention.self.query.weight", "heads_in"),
-    ("attention/query/bias", "attention.self.query.bias", "heads_bias"),
-    ("attention/key/kernel", "attention.self.key.weight", "heads_in"),
-    ("attention/key/bias", "attention.self.key.bias", "heads_bias"),
-    ("attention/value/kernel", "attention.self.value.weight", "heads_in"),
-    ("attention/value/bias", "attention.self.value.bias", "heads_bias"),
-    ("attention/output/kernel", "attention.output.dense.weight", "heads_out"),
-    ("attention/output/bias", "attention.output.dense.bias", "same"),
-    ("attention_norm/scale", "attention.output.LayerNorm.weight", "same"),
-    ("attention_norm/bias", "attention.output.LayerNorm.bias", "same"),
-    ("intermediate/kernel", "intermediate.dense.weight", "linear"),
-    ("intermediate/bias", "intermediate.dense.bias", "same"),
-    ("output/kernel", "output.dense.weight", "linear"),
-    ("output/bias", "output.dense.bias", "same"),
-    ("output_norm/scale", "output.LayerNorm.weight", "same"),
-    ("output_norm/bias", "output.LayerNorm.bias", "same"),
-)
-_PRETRAINING_HEAD_ROWS = (
-    ("mlm_head/transform/kernel", "cls.predictions.transform.dense.weight", "linear"),
-    ("mlm_head/transform/bias", "cls.predictions.transform.dense.bias", "same"),
-    ("mlm_head/transform_norm/scale", "cls.predictions.transform.LayerNorm.weight", "same"),
-    ("mlm_head/transform_norm/bias", "cls.predictions.transform.LayerNorm.bias", "same"),
-    ("mlm_head/output_bias", "cls.predictions.bias", "same"),
-    ("nsp_head/kernel", "cls.seq_relationship.weight", "linear"),
-    ("nsp_head/bias", "cls.seq_relationship.bias", "same"),
+    ("attention/query/kernel", "attention.self.query.weight", 1, True),
+    ("attention/query/bias", "attention.self.query.bias", 0, False),
+    ("attention/key/kernel", "attention.self.key.weight", 1, True),
+    ("attention/key/bias", "attention.self.key.bias", 0, False),
+    ("attention/value/kernel", "attention.self.value.weight", 1, True),
+    ("attention/value/bias", "attention.self.value.bias", 0, False),
+    ("attention/output/kernel", "attention.output.dense.weight", 0, True),
+    ("attention/output/bias", "attention.output.dense.bias", None, False),
+    ("attention_norm/scale", "attention.output.LayerNorm.weight", None, False),
+    ("attention_norm/bias", "attention.output.LayerNorm.bias", None, False),
+    ("intermediate/kernel", "intermediate.dense.weight", None, True),
+    ("intermediate/bias", "intermediate.dense.bias", None, False),
+    ("output/kernel", "output.dense.weight", None, True),
+    ("output/bias", "output.dense.bias", None, False),
+    ("output_norm/scale", "output.LayerNorm.weight", None, False),
+    ("output_norm/bias", "output.LayerNorm.bias", None, False),
 )
 
 
-def _rows(config: ModelConfig, with_heads: bool):
-  rows = list(_EMBEDDING_ROWS)
-  for i in range(config.num_layers):
-    rows += [(f"bert/encoder/layer_{i}/{ours}", f"bert.encoder.layer.{i}.{theirs}", layout)
-             for ours, theirs, layout in _LAYER_ROWS]
-  if with_heads:
-    rows += list(_PRETRAINING_HEAD_ROWS)
-  return rows
+def rows(config: ModelConfig):
+  """The `Row` table of a BERT of ``config``'s depth."""
+  layer_rows = [Row(f"bert/encoder/layer_{i}/{ours}", f"bert.encoder.layer.{i}.{theirs}",
+                    "encoder", heads_axis, transpose)
+                for i in range(config.num_layers)
+                for ours, theirs, heads_axis, transpose in _LAYER_ROWS]
+  return list(_FIXED_ROWS[:5]) + layer_rows + list(_FIXED_ROWS[5:])
 
 
-def _to_ours(array, layout, config: ModelConfig):
-  heads, head_dim = config.num_heads, config.head_dim
-  if layout == "linear":
-    return array.T
-  if layout == "heads_in":  # [H*Dh, D] -> [D, H, Dh]
-    return array.T.reshape(array.shape[1], heads, head_dim)
-  if layout == "heads_out":  # [D, H*Dh] -> [H, Dh, D]
-    return array.T.reshape(heads, head_dim, array.shape[0])
-  if layout == "heads_bias":
-    return array.reshape(heads, head_dim)
-  return array
+def _canonical(name: str) -> str:
+  """``BertForPreTraining``'s name for a tensor of any BERT checkpoint flavour."""
+  if name.startswith(_TRUNK_PARTS):
+    name = _PREFIX + name
+  if ".LayerNorm." in name:
+    name = name.replace(".LayerNorm.gamma", ".LayerNorm.weight").replace(
+        ".LayerNorm.beta", ".LayerNorm.bias")
+  return name
 
 
-def _to_theirs(array, layout):
-  if layout == "linear":
-    return array.T
-  if layout == "heads_in":
-    return array.reshape(array.shape[0], -1).T
-  if layout == "heads_out":
-    return array.reshape(-1, array.shape[-1]).T
-  if layout == "heads_bias":
-    return array.reshape(-1)
-  return array
-
-
-def _strip_bert_prefix(name: str) -> str:
-  return name[len("bert."):] if name.startswith("bert.") else name
-
-
-def params_from_hf(state, config: ModelConfig, with_heads: bool = True):
+def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
   """Builds bert_jax params (unscanned layout) from a Hugging Face BERT state dict.
 
   Args:
-    state: mapping from Hugging Face tensor names to arrays (``BertForPreTraining`` names, or
-      ``BertModel`` names without the ``bert.`` prefix).
+    state: mapping from Hugging Face tensor names to arrays.
     config: the bert_jax model config the weights must fit.
-    with_heads: also map the MLM and NSP heads (``BertForPreTraining`` checkpoints).
+    source: where ``state`` came from, for error messages.
 
   Returns:
-    Nested dict of float32 numpy arrays.
+    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has
+    one), plus ``mlm_head`` / ``nsp_head`` when it has them.
+
+  Raises:
+    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
+      tied tensor differs from the one it should repeat.
   """
-  by_name = {_strip_bert_prefix(k): v for k, v in state.items()}
-  params, missing = {}, []
-  for ours, theirs, layout in _rows(config, with_heads):
-    array = by_name.get(_strip_bert_prefix(theirs))
-    if array is None:
-      missing.append(theirs)
+  tensors = {_canonical(name): value for name, value in state.items()}
+  for tied, original in _TIED_DECODER.items():
+    if tied not in tensors:
       continue
-    node = params
-    *parents, leaf = ours.split("/")
-    for key in parents:
-      node = node.setdefault(key, {})
-    node[leaf] = np.asarray(_to_ours(np.asarray(array, np.float32), layout, config))
-  if missing:
-    raise UserInputError(f"Hugging Face weights lack {len(missing)} tensors the model needs, "
-                         f"e.g. {missing[:3]}; check the checkpoint's architecture and size")
-  return params
+    if original not in tensors:
+      tensors[original] = tensors[tied]
+    elif not np.array_equal(np.asarray(tensors[tied]), np.asarray(tensors[original])):
+      raise UserInputError(f"{source}: {tied} differs from {original}; BERT ties them, "
+                           "and untied MLM decoders are not supported")
+  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
+  return weight_table.import_params(rows(config), shapes, tensors.__getitem__, config,
+                                    source=source,
+                                    ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED))
 
 
-def hf_from_params(params, config: ModelConfig, with_heads: bool = True):
-  """The inverse of `params_from_hf`: a flat dict of Hugging Face names to numpy arrays."""
-  state = {}
-  for ours, theirs, layout in _rows(config, with_heads):
-    node = params
-    for key in ours.split("/"):
-      node = node[key]
-    state[theirs] = np.asarray(_to_theirs(np.asarray(node), layout))
-  if with_heads:  # PyTorch ties the decoder to the word table and keeps its bias twice.
-    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
-    state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
-  return state
+def hf_from_params(params, config: ModelConfig):
+  """The inverse of `params_from_hf`: Hugging Face names -> numpy arrays.
+
+  The names are those ``save_pretrained`` writes to ``model.safetensors`` (tied copies of the
+  word table and the MLM bias left out), for the parts ``params`` holds.
+  """
+  return weight_table.export_params(rows(config), params)

@@ -1,0 +1,164 @@
+"""Name tables between bert_jax parameters and other BERT implementations' tensors.
+
+A `Row` pairs one bert_jax parameter with one foreign tensor and says how the layouts differ;
+Hugging Face (`hf_weights`) and the original TF BERT (`tf_weights`) are two such tables. The
+engine here checks a whole checkpoint against a table at once (missing, unexpected and
+mis-shaped tensors in one message) and converts in both directions without touching values,
+so a round trip is bitwise exact.
+
+Tensors come in groups: the embeddings + encoder are required; the pooler, the masked-LM head
+and the NSP head are each optional but complete when present (``BertModel`` checkpoints have no
+heads, ``BertForMaskedLM`` ones no pooler and no NSP head).
+"""
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+
+from bert_jax.errors import UserInputError
+from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models.config import ModelConfig
+
+REQUIRED_GROUP = "encoder"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One bert_jax parameter and the foreign tensor holding it.
+
+  Attributes:
+    ours: the parameter's path in the params tree, ``/``-separated.
+    theirs: the foreign tensor's name.
+    group: "encoder" (embeddings and layers, always required), "pooler", "mlm_head" or
+      "nsp_head" (each optional, but complete when present).
+    heads_axis: axis of our array where [heads, head_dim] appear; the foreign tensor has
+      them merged into one axis (bert_jax keeps attention projections per head).
+    transpose: the foreign tensor is the (merged, 2-D) array transposed (PyTorch Linear
+      weights are [out, in]).
+  """
+  ours: str
+  theirs: str
+  group: str
+  heads_axis: int | None = None
+  transpose: bool = False
+
+
+def _merged_shape(row: Row, shape) -> tuple:
+  shape = tuple(shape)
+  if row.heads_axis is None:
+    return shape
+  axis = row.heads_axis
+  return shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+
+
+def their_shape(row: Row, our_shape) -> tuple:
+  """The foreign tensor's shape for one of ours."""
+  merged = _merged_shape(row, our_shape)
+  return merged[::-1] if row.transpose else merged
+
+
+def to_theirs(row: Row, array: np.ndarray) -> np.ndarray:
+  merged = array.reshape(_merged_shape(row, array.shape))
+  return merged.T if row.transpose else merged
+
+
+def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
+  return (array.T if row.transpose else array).reshape(our_shape)
+
+
+@functools.lru_cache(maxsize=8)
+def param_shapes(config: ModelConfig) -> dict:
+  """{"bert/encoder/layer_0/...": shape} of `BertForPreTraining` in the unscanned layout."""
+  config = dataclasses.replace(config, scan_layers=False, remat_policy="none",
+                               attention_kind="dense")
+  ids = jnp.zeros((1, 2), jnp.int32)
+  boxed = jax.eval_shape(lambda: BertForPreTraining(config).init(
+      {"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1))
+  flat = flatten(nn.unbox(boxed)["params"])
+  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+
+
+def _examples(names, count=3, separator=", "):
+  names = sorted(names)
+  more = f" and {len(names) - count} more" if len(names) > count else ""
+  return separator.join(names[:count]) + more
+
+
+def import_params(rows, their_shapes: Mapping[str, tuple], read: Callable[[str], np.ndarray],
+                  config: ModelConfig, *, source: str, ignored=frozenset()):
+  """Checks a foreign checkpoint against ``rows`` and returns bert_jax params (numpy, float32).
+
+  Args:
+    rows: the `Row` table for ``config``.
+    their_shapes: name -> shape of every tensor in the checkpoint.
+    read: name -> array, called only once everything checks out.
+    config: the model the checkpoint must fit.
+    source: the checkpoint's path, for the message.
+    ignored: names of tensors that are known and deliberately not converted.
+
+  Returns:
+    Nested dict of params of the groups the checkpoint holds.
+
+  Raises:
+    UserInputError: one line listing missing, unexpected and mis-shaped tensors.
+  """
+  our_shapes = param_shapes(config)
+  present = {row.group for row in rows if row.theirs in their_shapes} | {REQUIRED_GROUP}
+  wanted = [row for row in rows if row.group in present]
+  missing = [row.theirs for row in wanted if row.theirs not in their_shapes]
+  known = {row.theirs for row in rows} | set(ignored)
+  unexpected = [name for name in their_shapes if name not in known]
+  mismatched = []
+  for row in wanted:
+    expected = their_shape(row, our_shapes[row.ours])
+    if row.theirs in their_shapes and tuple(their_shapes[row.theirs]) != expected:
+      mismatched.append(f"{row.theirs} {tuple(their_shapes[row.theirs])}, config: {expected}")
+  problems = []
+  if missing:
+    problems.append(f"{len(missing)} missing ({_examples(missing)})")
+  if unexpected:
+    problems.append(f"{len(unexpected)} unexpected ({_examples(unexpected)})")
+  if mismatched:
+    problems.append(f"{len(mismatched)} of another shape than the config implies "
+                    f"({_examples(mismatched, 2, '; ')})")
+  if problems:
+    raise UserInputError(
+        f"{source} does not fit a BERT of its config: tensors {'; '.join(problems)}; convert "
+        "a BertModel / BertForPreTraining checkpoint together with its own config")
+  flat = {row.ours: to_ours(row, np.asarray(read(row.theirs), np.float32), our_shapes[row.ours])
+          for row in wanted}
+  return traverse_util.unflatten_dict(flat, sep="/")
+
+
+def flatten(params) -> dict:
+  """{"bert/encoder/layer_0/...": leaf} of a nested params dict."""
+  return traverse_util.flatten_dict(params, sep="/")
+
+
+def export_params(rows, params) -> dict:
+  """Foreign name -> numpy array for every row whose parameter ``params`` (unscanned) holds."""
+  flat = flatten(params)
+  return {row.theirs: np.asarray(to_theirs(row, np.asarray(flat[row.ours])))
+          for row in rows if row.ours in flat}
+
+
+def unscanned(params, config: ModelConfig):
+  """The params of a ``scan_layers`` run with layer i under ``encoder/layer_<i>`` again."""
+  if not config.scan_layers:
+    return params
+  flat = flatten(params)
+  out = {}
+  for path, value in flat.items():
+    prefix, found, leaf = path.partition("encoder/layers/block/")
+    if not found:
+      out[path] = value
+      continue
+    for i in range(config.num_layers):
+      out[f"{prefix}encoder/layer_{i}/{leaf}"] = np.asarray(value)[i]
+  return traverse_util.unflatten_dict(out, sep="/")

@@ -1,0 +1,267 @@
+"""Contextual embeddings of lines of text from a bert_jax workdir, saved as ``.npz``.
+
+  python -m bert_jax.tools.embed --checkpoint=/runs/bert_base --input=lines.txt \\
+      --output=embeddings.npz --layers=-1,-2 --pooling=none --attention
+
+Each input line is one example; ``text_a ||| text_b`` is a sentence pair (segments A and B,
+the convention of the original BERT's extract_features.py). An example becomes
+``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``, truncated to --max_seq_length tokens (the
+longer segment loses its last tokens first), tokenised with the run's vocab (config.json's
+``data`` section; --vocab overrides). Lines run in batches of --batch_size, all padded to the
+longest example, so the model compiles once; results do not depend on the batch size.
+
+Arrays in the .npz (N lines, L the longest example, K = len(--layers), D the hidden size):
+
+  layers           [K] hidden-state index: 0 = embedding output, i = output of layer i
+                   (--layers counts from the top when negative: -1 = last layer).
+  lengths          [N] tokens of each example.
+  input_ids, token_type_ids  [N, L] int32, 0 past the end; tokens [N, L] strings, "" there.
+  embeddings       float32; --pooling=none: [N, K, L, D], 0 past the end; cls: [N, K, D],
+                   the hidden state at [CLS]; mean: [N, K, D], the mean over the example's
+                   tokens ([CLS] and [SEP] included).
+  attention        with --attention: [N, num_layers, heads, L, L] float32 softmax weights;
+                   row q is token q's attention over the keys (it sums to 1 over the
+                   example's tokens); rows past the end are 0.
+"""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import flags
+from etils import epath
+
+from bert_jax.data import tokenization
+from bert_jax.errors import UserInputError
+from bert_jax.models import weight_table
+from bert_jax.models.bert import BertEncoder
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.embeddings import Embeddings
+from bert_jax.models.encoder import EncoderBlock
+from bert_jax.tools import cli, workdir_params
+
+PAIR_SEPARATOR = "|||"
+POOLINGS = ("none", "cls", "mean")
+# Kinds that approximate dense attention; every other kind is run as "dense" (same function).
+_APPROXIMATE_ATTENTION = ("lsh", "local")
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+  """Token ids of the examples, padded to the longest one."""
+  input_ids: np.ndarray  # [N, L] int32.
+  token_type_ids: np.ndarray  # [N, L] int32.
+  lengths: np.ndarray  # [N] int32.
+
+
+def _truncate(ids_a, ids_b, budget: int):
+  """Drops tokens from the end of the longer segment until both fit ``budget`` together."""
+  ids_a, ids_b = list(ids_a), list(ids_b)
+  while len(ids_a) + len(ids_b) > budget:
+    (ids_a if len(ids_a) > len(ids_b) else ids_b).pop()
+  return ids_a, ids_b
+
+
+def featurize(lines, tokenizer, max_seq_length: int) -> Features:
+  """[CLS] a [SEP] (b [SEP]) token ids of each line (``a ||| b`` for pairs), padded with 0.
+
+  Args:
+    lines: the examples, one string each.
+    tokenizer: a tokenizer of `bert_jax.data.tokenization`.
+    max_seq_length: at most this many tokens per example, special tokens included (>= 3).
+  """
+  parts = [line.split(PAIR_SEPARATOR, 1) for line in lines]
+  ids_a = tokenizer.encode_batch([p[0].strip() for p in parts])
+  ids_b = tokenizer.encode_batch([p[1].strip() if len(p) > 1 else "" for p in parts])
+  special = tokenizer.special_ids
+  rows = []
+  for a, b, part in zip(ids_a, ids_b, parts):
+    is_pair = len(part) > 1
+    a, b = _truncate(a, b if is_pair else [], max_seq_length - (3 if is_pair else 2))
+    ids = [special.cls, *a, special.sep] + ([*b, special.sep] if is_pair else [])
+    rows.append((ids, [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)))
+  lengths = np.array([len(ids) for ids, _ in rows], np.int32)
+  input_ids = np.zeros((len(rows), int(lengths.max())), np.int32)
+  token_type_ids = np.zeros_like(input_ids)
+  for i, (ids, types) in enumerate(rows):
+    input_ids[i, :len(ids)] = ids
+    token_type_ids[i, :len(types)] = types
+  return Features(input_ids=input_ids, token_type_ids=token_type_ids, lengths=lengths)
+
+
+def _is_layer_output(module, method_name: str) -> bool:
+  return method_name == "__call__" and isinstance(module, (Embeddings, EncoderBlock))
+
+
+@functools.partial(jax.jit, static_argnames=("model", "layers", "with_attention"))
+def _forward(params, input_ids_BL, token_type_ids_BL, input_mask_BL, *, model: ModelConfig,
+             layers: tuple, with_attention: bool):
+  """Hidden states [B, K, L, D] of ``layers`` (and attention [B, layers, H, L, L]), float32."""
+  _, state = BertEncoder(model).apply(
+      {"params": params}, input_ids_BL, token_type_ids_BL, input_mask_BL,
+      capture_intermediates=_is_layer_output, mutable=["intermediates"],
+      rngs={"hashing": jax.random.key(0)})
+  captured = state["intermediates"]
+  blocks = [captured["encoder"][f"layer_{i}"] for i in range(model.num_layers)]
+  hidden = [captured["embeddings"]["__call__"][0]] + [block["__call__"][0] for block in blocks]
+  real_BL = (input_mask_BL > 0).astype(jnp.float32)
+  hidden_BKLD = jnp.stack([hidden[k].astype(jnp.float32) for k in layers], axis=1)
+  outputs = {"hidden": hidden_BKLD * real_BL[:, None, :, None]}
+  if with_attention:
+    probs_BNHLL = jnp.stack([block["attention"]["attention_probs"][0] for block in blocks],
+                            axis=1)
+    outputs["attention"] = probs_BNHLL * real_BL[:, None, None, :, None]
+  return outputs
+
+
+def resolve_layers(spec: str, num_layers: int) -> tuple:
+  """Hidden-state indices (0 = embeddings .. num_layers) of a comma-separated --layers value."""
+  try:
+    requested = [int(part) for part in spec.split(",") if part.strip()]
+  except ValueError:
+    raise UserInputError(f"--layers={spec!r} must be comma-separated integers, e.g. -1,-2") from None
+  if not requested:
+    raise UserInputError("--layers is empty; name at least one layer, e.g. -1")
+  for layer in requested:
+    if not -(num_layers + 1) <= layer <= num_layers:
+      raise UserInputError(f"--layers has {layer}, but the model has hidden states 0 "
+                           f"(embeddings) to {num_layers} (or -1 to -{num_layers + 1})")
+  return tuple(layer % (num_layers + 1) for layer in requested)
+
+
+def embed_features(params, model: ModelConfig, features: Features, *, layers: tuple,
+                   pooling: str = "none", with_attention: bool = False,
+                   batch_size: int = 32) -> dict:
+  """Runs the encoder over ``features`` in batches; returns the .npz arrays (see module doc).
+
+  Args:
+    params: the ``bert`` params of the run (unscanned layout), numpy or jax arrays.
+    model: its model config.
+    features: from `featurize`.
+    layers: hidden-state indices from `resolve_layers`.
+    pooling: "none", "cls" or "mean".
+    with_attention: also return the attention weights of every layer.
+    batch_size: examples per model call.
+  """
+  if model.reversible:
+    raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
+  approximate = model.attention_kind in _APPROXIMATE_ATTENTION
+  if with_attention and approximate:
+    raise UserInputError(f"--attention needs dense attention; this run's attention_kind is "
+                         f"{model.attention_kind!r}, which forms no full attention matrix")
+  model = dataclasses.replace(model, scan_layers=False, remat_policy="none",
+                              attention_kind=model.attention_kind if approximate else "dense")
+  count, length = features.input_ids.shape
+  padded = -(-count // batch_size) * batch_size
+
+  def pad(x_NL):  # Whole batches only: one compiled shape for every call.
+    return np.pad(x_NL, ((0, padded - count), (0, 0)))
+
+  input_mask = pad((np.arange(length)[None, :] < features.lengths[:, None]).astype(np.int32))
+  input_ids, token_type_ids = pad(features.input_ids), pad(features.token_type_ids)
+  params = jax.device_put(params)
+  batches = []
+  for start in range(0, padded, batch_size):
+    rows = slice(start, start + batch_size)
+    batches.append(jax.device_get(_forward(
+        params, input_ids[rows], token_type_ids[rows], input_mask[rows], model=model,
+        layers=layers, with_attention=with_attention)))
+  hidden_NKLD = np.concatenate([b["hidden"] for b in batches])[:count]
+  if pooling == "cls":
+    embeddings = hidden_NKLD[:, :, 0]
+  elif pooling == "mean":
+    embeddings = hidden_NKLD.sum(axis=2) / features.lengths[:, None, None].astype(np.float32)
+  else:
+    embeddings = hidden_NKLD
+  arrays = {"layers": np.array(layers, np.int32), "lengths": features.lengths,
+            "input_ids": features.input_ids, "token_type_ids": features.token_type_ids,
+            "embeddings": embeddings}
+  if with_attention:
+    arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
+  return arrays
+
+
+def _define_flags(flag_values: flags.FlagValues):
+  define = {"flag_values": flag_values}
+  flags.DEFINE_string("checkpoint", None, "A bert_jax workdir (or checkpoints/<step>).",
+                      **define)
+  flags.DEFINE_string("input", None, "UTF-8 text, one example per line ('a ||| b' = pair).",
+                      **define)
+  flags.DEFINE_string("output", None, "The .npz file to write.", **define)
+  flags.DEFINE_string("layers", "-1", "Hidden states to keep, comma-separated: 0 = "
+                      "embeddings, i = layer i, negative = from the top.", **define)
+  flags.DEFINE_enum("pooling", "none", list(POOLINGS), "none: every token; cls: the [CLS] "
+                    "token; mean: the mean over the example's tokens.", **define)
+  flags.DEFINE_boolean("attention", False, "Also save every layer's attention weights.",
+                       **define)
+  flags.DEFINE_string("vocab", None, "vocab.txt / .model; default: the run's.", **define)
+  flags.DEFINE_boolean("lowercase", None, "Uncased vocab; default: the run's setting.",
+                       **define)
+  flags.DEFINE_integer("max_seq_length", 0, "Tokens per example at most; 0 = the model's "
+                       "max_position_embeddings.", **define)
+  flags.DEFINE_integer("batch_size", 32, "Examples per model call.", **define)
+
+
+def _tokenizer(values, run: workdir_params.Run):
+  vocab_path, lowercase = workdir_params.run_vocab(run.config)
+  vocab_path = values["vocab"].value or vocab_path
+  if vocab_path is None:
+    raise UserInputError(f"the run in {values['checkpoint'].value} records no vocab; pass "
+                         "--vocab=vocab.txt")
+  if values["lowercase"].value is not None:
+    lowercase = values["lowercase"].value
+  tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=lowercase)
+  if tokenizer.vocab_size != run.model.vocab_size:
+    raise UserInputError(f"vocab {vocab_path} has {tokenizer.vocab_size} entries but the "
+                         f"model's vocab_size is {run.model.vocab_size}; pass the vocab the "
+                         "model was trained with (--vocab)")
+  return tokenizer
+
+
+def _embed(values: flags.FlagValues):
+  for name in ("checkpoint", "input", "output"):
+    if not values[name].value:
+      raise UserInputError(f"--{name} is required")
+  input_path = epath.Path(values["input"].value)
+  if not input_path.is_file():
+    raise UserInputError(f"--input={input_path} is not a file; pass a text file, one "
+                         "example per line")
+  lines = input_path.read_text(encoding="utf-8").splitlines()
+  if not lines:
+    raise UserInputError(f"--input={input_path} is empty")
+  if values["batch_size"].value < 1:
+    raise UserInputError(f"--batch_size={values['batch_size'].value} must be at least 1")
+  run = workdir_params.read_run(values["checkpoint"].value)
+  max_positions = run.model.max_position_embeddings
+  max_seq_length = values["max_seq_length"].value or max_positions
+  if not 3 <= max_seq_length <= max_positions:
+    raise UserInputError(f"--max_seq_length={max_seq_length} must be in [3, "
+                         f"{max_positions}] (the model's max_position_embeddings)")
+  tokenizer = _tokenizer(values, run)
+  features = featurize(lines, tokenizer, max_seq_length)
+  params = weight_table.unscanned(run.params, run.model)["bert"]
+  arrays = embed_features(params, run.model, features,
+                          layers=resolve_layers(values["layers"].value, run.model.num_layers),
+                          pooling=values["pooling"].value,
+                          with_attention=values["attention"].value,
+                          batch_size=values["batch_size"].value)
+  tokens = [tokenizer.convert_ids_to_tokens(ids[:n])
+            for ids, n in zip(features.input_ids, features.lengths)]
+  width = features.input_ids.shape[1]
+  arrays["tokens"] = np.array([row + [""] * (width - len(row)) for row in tokens], dtype=str)
+  output = epath.Path(values["output"].value)
+  output.parent.mkdir(parents=True, exist_ok=True)
+  with output.open("wb") as f:
+    np.savez(f, **arrays)
+  print(f"wrote {output}: {len(lines)} examples, embeddings {arrays['embeddings'].shape}")
+
+
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
+  return cli.run(__doc__, _define_flags, _embed, argv)
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

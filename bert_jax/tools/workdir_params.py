@@ -1,0 +1,96 @@
+"""Parameters of bert_jax workdirs for the tools: read any run's, write a converted model's.
+
+A converted model is an ordinary workdir: ``config.json`` with the resolved ``model`` section
+(and the ``data`` section's vocab when the source had one), ``vocab.txt``, and an Orbax
+checkpoint ``checkpoints/0/state`` holding ``{"params": ...}`` in the trainer's layout, so
+``init_from=<workdir>`` restores it like a pretraining run.
+"""
+
+import dataclasses
+import json
+import shutil
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from etils import epath
+
+from bert_jax.data import default_corpus
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.train import init_from
+
+VOCAB_FILE = "vocab.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """What the tools need of a workdir: its newest params and what produced them."""
+  params: dict  # Nested numpy arrays, the trainer's layout (scanned if the run was).
+  model: ModelConfig
+  config: dict  # The parsed config.json.
+  step_dir: epath.Path
+
+
+def read_run(path: str) -> Run:
+  """Loads the newest checkpoint's params of a workdir (or one checkpoint dir) as numpy.
+
+  Args:
+    path: a workdir, its ``checkpoints/`` directory or one ``checkpoints/<step>``.
+
+  Raises:
+    UserInputError: no checkpoint, or no ``config.json`` in the workdir.
+  """
+  if not epath.Path(path).exists():
+    raise UserInputError(f"{path} does not exist; pass a bert_jax workdir or checkpoint")
+  step_dir = init_from.find_checkpoint(str(epath.Path(path).resolve()))  # Orbax: absolute.
+  config_path = step_dir.parent.parent / "config.json"
+  if not config_path.exists():
+    raise UserInputError(f"{config_path} is missing; the tools need the run's config.json "
+                         "(its model section) next to checkpoints/")
+  config = json.loads(config_path.read_text())
+  with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
+    metadata = checkpointer.metadata(step_dir / "state").item_metadata.tree["params"]
+    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), metadata)
+    params = checkpointer.restore(step_dir / "state", args=ocp.args.PyTreeRestore(
+        item={"params": metadata}, restore_args={"params": restore_args},
+        partial_restore=True))["params"]
+  return Run(params=params, model=model_config_from_dict(config.get("model", {})),
+             config=config, step_dir=step_dir)
+
+
+def run_vocab(config: dict):
+  """(vocab path or None, lowercase) of a run's config.json.
+
+  A pretraining run's empty ``data.vocab_path`` means the embedded default vocab; a converted
+  model without a ``data`` section has no known vocab.
+  """
+  data = config.get("data")
+  if not data or "vocab_path" not in data:
+    return None, True
+  return (data["vocab_path"] or default_corpus.default_vocab_path(),
+          bool(data.get("lowercase", True)))
+
+
+def write_converted(directory: epath.Path, params, model: ModelConfig, *, source: str,
+                    vocab_path=None, lowercase: bool = True):
+  """Writes a converted model as a workdir into ``directory`` (which must be empty).
+
+  Args:
+    directory: the directory to fill.
+    params: nested numpy params in the trainer's layout (unscanned).
+    model: the model they belong to.
+    source: what they were converted from (recorded in config.json).
+    vocab_path: the source's vocab.txt, copied as ``vocab.txt``; None if unknown.
+    lowercase: whether that vocab is uncased.
+  """
+  config = {"model": json.loads(json.dumps(dataclasses.asdict(model))),
+            "converted_from": source}
+  if vocab_path is not None:
+    shutil.copyfile(vocab_path, directory / VOCAB_FILE)
+    config["data"] = {"vocab_path": str((directory / VOCAB_FILE).resolve()),
+                      "lowercase": lowercase}
+  (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+  with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
+    checkpointer.save(directory.resolve() / "checkpoints" / "0" / "state",
+                      args=ocp.args.StandardSave({"params": params}))
