@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from bert_jax.attention import dense
 from bert_jax.attention import local
 from bert_jax.attention import lsh
+from bert_jax.attention import splash
 from bert_jax.models import layers
 from bert_jax.models.config import ModelConfig
 
@@ -67,6 +68,9 @@ class SelfAttention(nn.Module):
   def __call__(self, x_BLD, segment_ids_BL):
     config = self.config
     kind = config.attention_kind
+    if kind == "auto":
+      kind = splash.auto_kind(splash.current_platform(), x_BLD.shape[1],
+                              config.attention_dropout_rate)
     value_BLHD = self._projection("value")(x_BLD)
     if kind == "lsh":
       qk_BLHD = self._projection("query")(x_BLD)
@@ -85,13 +89,17 @@ class SelfAttention(nn.Module):
           query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv"))
       if kind == "dense":
         dropout_active = not self.deterministic and config.attention_dropout_rate > 0
-        out_BLHD = dense.dense_attention(
+        out_BLHD, probs_BHQK = dense.dense_attention(
             query_BLHD, key_BLHD, value_BLHD, segment_ids_BL,
             dropout_rate=config.attention_dropout_rate,
             dropout_rng=self.make_rng("dropout") if dropout_active else None,
-            deterministic=not dropout_active)
+            deterministic=not dropout_active, return_probs=True)
+        # Stored only where the caller makes "intermediates" mutable (tools/embed.py).
+        self.sow("intermediates", "attention_probs", probs_BHQK)
       elif kind == "fused":
         out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
+      elif kind == "splash":
+        out_BLHD = splash.splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       else:  # local
         options = config.lsh
         out_BLHD = local.local_attention(

@@ -8,9 +8,11 @@ pipeline masks every time a sequence is read (dynamic masking).
 Next to the shards, ``metadata-<process>.json`` (one per writing process) records how the
 shards were made and how many records each holds; readers use the counts to map a global
 example index to a file and record without scanning the data.
+
+Files are read and written through `bert_jax.data.files` and ``tf.io``, so shards and metadata
+may live on ``gs://``.
 """
 
-import glob
 import json
 import os
 import re
@@ -18,6 +20,7 @@ import re
 from absl import logging
 
 from bert_jax import environment
+from bert_jax.data import files as data_files
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -63,8 +66,7 @@ def parse_batch(serialized_B, max_seq_length):
 
 def write_metadata(output_dir, process_index, metadata):
   path = os.path.join(output_dir, f"metadata-{process_index:05d}.json")
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=1, sort_keys=True)
+  data_files.write_text(path, json.dumps(metadata, indent=1, sort_keys=True))
   return path
 
 
@@ -74,12 +76,12 @@ def expand_record_pattern(pattern, key):
   Raises:
     FileNotFoundError: nothing matches.
   """
-  files = sorted({f for part in pattern.split(",") if part for f in glob.glob(part)})
-  if not files:
+  matches = sorted({f for part in pattern.split(",") if part for f in data_files.glob(part)})
+  if not matches:
     raise FileNotFoundError(
         f"data.{key}={pattern!r} matches no files; point it at TFRecords written by "
         "python -m bert_jax.tools.create_pretraining_data (e.g. /out/train-*.tfrecord)")
-  return files
+  return matches
 
 
 def count_records(path):
@@ -119,10 +121,9 @@ def load_shard_info(files, *, key, max_seq_length, objective):
     UserInputError: the records were made with another length or objective, or are corrupt.
   """
   listed = {}
-  for directory in sorted({os.path.dirname(os.path.abspath(f)) for f in files}):
-    for metadata_path in sorted(glob.glob(os.path.join(directory, "metadata-*.json"))):
-      with open(metadata_path, encoding="utf-8") as f:
-        metadata = json.load(f)
+  for directory in sorted({os.path.dirname(data_files.absolute_path(f)) for f in files}):
+    for metadata_path in data_files.glob(os.path.join(directory, "metadata-*.json")):
+      metadata = json.loads(data_files.read_text(metadata_path))
       if metadata["max_seq_length"] != max_seq_length:
         raise UserInputError(
             f"{metadata_path}: the records of data.{key} hold sequences of length "
@@ -138,7 +139,7 @@ def load_shard_info(files, *, key, max_seq_length, objective):
   counts = []
   unlisted = 0
   for path in files:
-    absolute = os.path.abspath(path)
+    absolute = data_files.absolute_path(path)
     if absolute in listed:
       counts.append(listed[absolute])
     else:

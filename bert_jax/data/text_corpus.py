@@ -2,14 +2,13 @@
 
 Format: one sentence per line, documents separated by blank lines; ``.gz`` files are read
 through gzip. Lines that are not valid UTF-8 are skipped, counted and the count logged: a
-corrupt file shows up in the logs instead of silently shrinking the corpus.
+corrupt file shows up in the logs instead of silently shrinking the corpus. Paths and globs go
+through `bert_jax.data.files`, so corpora may live on ``gs://`` as well as on local disk.
 """
 
-import glob
-import gzip
-import os
-
 from absl import logging
+
+from bert_jax.data import files
 from bert_jax.errors import UserInputError
 
 _GLOB_CHARS = frozenset("*?[")
@@ -28,21 +27,17 @@ def expand_paths(paths):
   expanded = []
   for path in paths:
     if _GLOB_CHARS & set(path):
-      matches = sorted(glob.glob(path))
+      matches = files.glob(path)
       if not matches:
         raise FileNotFoundError(f"corpus pattern {path} matches no files; check data.corpus_paths")
       expanded.extend(matches)
-    elif not os.path.isfile(path):
+    elif not files.is_file(path):
       raise FileNotFoundError(
           f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
           "sentence per line and blank lines between documents")
     else:
       expanded.append(path)
   return expanded
-
-
-def _open_binary(path):
-  return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
 def read_documents_from_file(path):
@@ -59,14 +54,14 @@ def read_documents_from_file(path):
     FileNotFoundError: the file does not exist.
     ValueError: the file holds no text.
   """
-  if not os.path.isfile(path):
+  if not files.is_file(path):
     raise FileNotFoundError(
         f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
         "sentence per line and blank lines between documents")
   documents = []
   current = []
   num_undecodable = 0
-  with _open_binary(path) as f:
+  with files.open_binary(path) as f:
     for raw_line in f:
       try:
         line = raw_line.decode("utf-8").strip()

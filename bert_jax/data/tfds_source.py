@@ -51,8 +51,11 @@ def documents_for_config(config):
                         max_documents=config.tfds_max_documents)
 
 
-def _load_builder(tfds, name, data_dir):
-  """The prepared builder of ``name``; a UserInputError if it is unknown or not prepared."""
+def load_builder(tfds, name, data_dir):
+  """The prepared builder of ``name``; a UserInputError if it is unknown or not prepared.
+
+  Shared by every TFDS reader (pretraining text, fine-tuning tasks) so they all fail alike.
+  """
   root = data_dir or tfds.core.constants.get_default_data_dir()
   missing = UserInputError(
       f"TFDS dataset {name!r} is not prepared in {root}; prepare it once on a machine with "
@@ -91,7 +94,7 @@ def read_documents(name, *, split="train", text_key="text", data_dir="", max_doc
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
-  builder = _load_builder(tfds, name, data_dir)
+  builder = load_builder(tfds, name, data_dir)
   features = builder.info.features
   if text_key not in features.keys():
     raise UserInputError(

@@ -8,7 +8,6 @@ original ``tokenization.FullTokenizer``, at batch speed.
 """
 
 import dataclasses
-import os
 import re
 
 import numpy as np
@@ -16,6 +15,8 @@ import tokenizers
 from tokenizers import models
 from tokenizers import normalizers
 from tokenizers import pre_tokenizers
+
+from bert_jax.data import files
 from bert_jax.errors import UserInputError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -43,12 +44,12 @@ def read_vocab(vocab_path):
     FileNotFoundError: the file does not exist.
     ValueError: the file is empty or lists a token twice.
   """
-  if not os.path.isfile(vocab_path):
+  if not files.is_file(vocab_path):
     raise FileNotFoundError(
         f"vocab file {vocab_path} does not exist; point data.vocab_path at a BERT vocab.txt "
         "(one token per line), e.g. bert_jax.data.default_corpus.default_vocab_path()")
-  with open(vocab_path, encoding="utf-8") as f:
-    tokens = [line.rstrip("\r\n") for line in f]
+  with files.open_binary(vocab_path) as f:
+    tokens = [line.decode("utf-8").rstrip("\r\n") for line in f]
   if not tokens:
     raise UserInputError(f"vocab file {vocab_path} is empty; it needs one token per line")
   first_line = {}
@@ -161,6 +162,23 @@ class WordPieceTokenizer:
     encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
     return [e.ids for e in encodings]
 
+  def encode_batch_with_offsets(self, texts):
+    """Token ids of many strings with each token's character span in the original string.
+
+    Span QA (SQuAD) maps predicted tokens back to the exact context text through these; the
+    spans refer to the text before normalisation (lowercasing, accent stripping).
+
+    Args:
+      texts: a list of strings.
+
+    Returns:
+      One (ids, offsets) pair per string: int32 [T] and int32 [T, 2] arrays, ``text[start:end]``
+      being token ``i``'s source characters for ``(start, end) = offsets[i]``.
+    """
+    encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [(np.asarray(e.ids, np.int32), np.asarray(e.offsets, np.int32).reshape(-1, 2))
+            for e in encodings]
+
   def convert_ids_to_tokens(self, ids):
     """The vocab strings of ``ids``, for inspecting batches."""
     return [self._tokens[i] for i in ids]
@@ -197,12 +215,13 @@ class SentencePieceTokenizer:
 
   def __init__(self, model_path):
     import sentencepiece  # pylint: disable=g-import-not-at-top
-    if not os.path.isfile(model_path):
+    if not files.is_file(model_path):
       raise FileNotFoundError(
           f"SentencePiece model {model_path} does not exist; train one with "
           "python -m bert_jax.tools.train_vocab --kind=sentencepiece")
     try:
-      self._processor = sentencepiece.SentencePieceProcessor(model_file=model_path)
+      self._processor = sentencepiece.SentencePieceProcessor(
+          model_proto=files.read_bytes(model_path))
     except (RuntimeError, OSError) as e:
       raise UserInputError(
           f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "

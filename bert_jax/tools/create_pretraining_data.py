@@ -27,6 +27,7 @@ import sys
 from absl import logging
 import numpy as np
 
+from bert_jax.data import files as data_files
 from bert_jax.data import full_sentences
 from bert_jax.data import record_format
 from bert_jax.data import sentence_pairs
@@ -100,7 +101,7 @@ def run_process(args, process_index):
   rng = np.random.default_rng([args.seed, process_index])
   train, counts = _make_rows(corpus.select(train_documents), args, rng, tokenizer)
   train = _shuffled(train, rng)
-  os.makedirs(args.output_dir, exist_ok=True)
+  data_files.makedirs(args.output_dir)  # A local folder or gs://.
   written = {}
   shard_indices = range(process_index, args.num_shards, args.process_count)
   for shard, rows in zip(shard_indices, np.array_split(np.arange(len(train["input_ids"])),
@@ -119,7 +120,7 @@ def run_process(args, process_index):
                 train_sequences=len(train["input_ids"]), eval_sequences=num_eval)
   metadata = {
       "max_seq_length": args.max_seq_length, "style": args.style, "objective": args.objective,
-      "vocab": os.path.abspath(args.vocab), "vocab_size": tokenizer.vocab_size,
+      "vocab": data_files.absolute_path(args.vocab), "vocab_size": tokenizer.vocab_size,
       "lowercase": args.lowercase, "seed": args.seed, "process_index": process_index,
       "process_count": args.process_count, "input_files": mine, "files": written,
       "counts": counts,
