@@ -12,3 +12,15 @@ import jax  # pylint: disable=g-import-not-at-top
 
 # Implicit rank promotion hides shape bugs; make it an error everywhere under test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrained_workdir(tmp_path_factory):
+  """A pretraining workdir of a BERT-tiny-shaped model (see tests/finetune_fixtures.py),
+  trained a few dozen steps once per session; fine-tuning tests pass it as ``init_from``
+  together with `finetune_fixtures.model_overrides()` / `model_flags()`. Treat it as read-only.
+  """
+  from tests import finetune_fixtures  # pylint: disable=g-import-not-at-top
+  return finetune_fixtures.pretrain_tiny(tmp_path_factory.mktemp("tiny_pretrained"))

@@ -41,9 +41,14 @@ class Checkpointer:
 
   def check_compatible(self, step: int, abstract_state):
     """Raises a one-line error if the checkpoint's params differ in shape from the model's."""
-    stored = _shapes_by_path(self._manager.item_metadata(step)["state"]["params"])
-    wanted = _shapes_by_path(abstract_state.params)
     where = f"checkpoint {self.directory}/{step}"
+    stored_state = self._manager.item_metadata(step)["state"]
+    if "opt_state" not in stored_state:
+      raise UserInputError(
+          f"{where} holds parameters only (converted weights), not a run to resume; pass "
+          f"--config.init_from={self.directory.parent} and a new --workdir")
+    stored = _shapes_by_path(stored_state["params"])
+    wanted = _shapes_by_path(abstract_state.params)
     for path in sorted(set(stored) | set(wanted)):
       if path not in wanted:
         problem = f"has params/{path}, which this model does not"

@@ -1,5 +1,7 @@
 """Model FLOPs per train step and per-device peak FLOP/s, for tokens/s and MFU reporting."""
 
+import functools
+import math
 import time
 
 import jax
@@ -40,8 +42,29 @@ def train_flops_per_step(config: ModelConfig, batch_size: int, seq_len: int,
   return 3.0 * (encoder + mlm)
 
 
+def train_flops_for_batch(config: ModelConfig, example_batch) -> float:
+  """`train_flops_per_step` for a task's global batch, read off its schema.
+
+  Every row of ``input_ids`` [..., L] is one encoded sequence (multiple choice encodes
+  [B, C, L]: B*C of them); masked-LM positions count only where the batch has them. Fine-tuning
+  heads (one small dense layer) are counted as the pooler-sized term.
+
+  Args:
+    config: the model configuration.
+    example_batch: the task's ``example_batch(global_batch_size)`` (numpy arrays).
+  """
+  input_ids = example_batch["input_ids"]
+  positions = example_batch.get("masked_lm_positions")
+  return train_flops_per_step(config, math.prod(input_ids.shape[:-1]), input_ids.shape[-1],
+                              0 if positions is None else positions.shape[-1])
+
+
+@functools.cache
 def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> float:
-  """FLOP/s of a float32 square matmul on device 0: the practical ceiling of a CPU host."""
+  """FLOP/s of a float32 square matmul on device 0: the practical ceiling of a CPU host.
+
+  Measured once per process (several seconds on a busy 2-core host); later runs reuse it.
+  """
   x = jnp.ones((size, size), jnp.float32)
   matmul = jax.jit(lambda a: a @ a)
   matmul(x).block_until_ready()
@@ -63,8 +86,15 @@ def total_peak_flops(configured_per_device: float = 0.0) -> float:
   num_devices = jax.device_count()
   if configured_per_device > 0:
     return configured_per_device * num_devices
-  kind = jax.devices()[0].device_kind
+  per_device = device_kind_peak_flops(jax.devices()[0].device_kind)
+  if per_device:
+    return per_device * num_devices
+  return measure_matmul_peak() * jax.process_count()
+
+
+def device_kind_peak_flops(kind: str) -> float:
+  """Data-sheet dense bf16 FLOP/s of one device of ``kind`` (e.g. "TPU v4"); 0.0 if unknown."""
   for name in sorted(_PEAK_FLOPS_BY_DEVICE_KIND, key=len, reverse=True):
     if kind.startswith(name):
-      return _PEAK_FLOPS_BY_DEVICE_KIND[name] * num_devices
-  return measure_matmul_peak() * jax.process_count()
+      return _PEAK_FLOPS_BY_DEVICE_KIND[name]
+  return 0.0

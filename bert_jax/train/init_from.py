@@ -1,10 +1,16 @@
 """``init_from``: start a run from another run's parameters (fine-tuning, continued training).
 
 Parameters present in both the checkpoint and the new model with the same shape are taken from
-the checkpoint; parameters only the new model has (new task heads) keep their fresh init and are
-listed in the log; a shape mismatch or a checkpoint without any shared parameter is an error
-naming them. The optimizer state, step, rng and data position are never taken over.
+the checkpoint; task heads only the new model has keep their fresh init, and heads only the
+checkpoint has (the pretraining MLM/NSP heads) are left behind; both are listed in the log.
+Anything else that does not fit is an error, and all of it is reported in one message: another
+vocab (word-embedding rows), another number of positions or segment types, another label count
+of a head both have, encoder parameters of another shape, or encoder parameters only one side
+has (another depth or layout), except a pooler the checkpoint lacks (fresh init). The
+optimizer state, step, rng and data position are never taken over.
 """
+
+import json
 
 import jax
 import orbax.checkpoint as ocp
@@ -12,6 +18,18 @@ from absl import logging
 from etils import epath
 
 from bert_jax.errors import UserInputError
+
+# The shared trunk's name in every task model (heads are the other top-level names).
+ENCODER = "bert"
+# Checkpoints of masked-LM-only models (Hugging Face BertForMaskedLM) have no pooler; like
+# transformers, the pooler then starts from its fresh init instead of being an error.
+_OPTIONAL_ENCODER_PREFIXES = (ENCODER + "/pooler/",)
+# Embedding tables whose first dimension is a config key: the key and what it counts.
+_EMBEDDING_SIZES = {
+    "bert/embeddings/word_embeddings/embedding": ("vocab_size", "vocab entries"),
+    "bert/embeddings/position_embeddings/embedding": ("max_position_embeddings", "positions"),
+    "bert/embeddings/token_type_embeddings/embedding": ("type_vocab_size", "segment types"),
+}
 
 
 def find_checkpoint(path: str) -> epath.Path:
@@ -35,38 +53,125 @@ def _flat(tree):
           for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def overlay_params(params, init_from: str, abstract_params):
-  """Returns ``params`` with every compatible parameter replaced by the checkpoint's.
+def _stored_model_section(step_dir: epath.Path) -> dict:
+  """The ``model`` section of the checkpoint's ``config.json`` (empty if it has none)."""
+  path = step_dir.parent.parent / "config.json"
+  return json.loads(path.read_text()).get("model", {}) if path.exists() else {}
+
+
+def _differing_model_keys(stored_model: dict, model_config) -> str:
+  """"model.x=<checkpoint's>" for each model key where the checkpoint's config differs."""
+  if model_config is None or not stored_model:
+    return ""
+  ours = {k: getattr(model_config, k) for k in stored_model if hasattr(model_config, k)}
+  diffs = [f"--config.model.{k}={stored_model[k]}" for k in sorted(ours)
+           if k != "lsh" and stored_model[k] != ours[k]]
+  return (f"; its config.json has another model: pass {' '.join(diffs)} to match it"
+          if diffs else "")
+
+
+def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
+  """Every way the checkpoint's parameters do not fit the model's, one phrase each.
+
+  Args:
+    stored: {param path: shape} of the checkpoint.
+    wanted: {param path: shape} of the new model.
+
+  Returns:
+    Phrases naming the problem and its fix; empty when the checkpoint fits.
+  """
+  problems, other_shapes, heads = [], [], {}
+  for path in sorted(set(stored) & set(wanted)):
+    theirs, ours = tuple(stored[path]), tuple(wanted[path])
+    if theirs == ours:
+      continue
+    if path in _EMBEDDING_SIZES and theirs[1:] == ours[1:]:
+      key, what = _EMBEDDING_SIZES[path]
+      fix = (f"set model.vocab_size={theirs[0]} and data.vocab_path to the checkpoint's vocab"
+             if key == "vocab_size" else f"set model.{key}={theirs[0]}")
+      problems.append(f"the checkpoint has {theirs[0]} {what}, this model {ours[0]} "
+                      f"(model.{key}={ours[0]}): {fix}")
+    elif not path.startswith(ENCODER + "/") and theirs[:-1] == ours[:-1]:
+      heads.setdefault(path.split("/")[0], (theirs[-1], ours[-1]))
+    else:
+      other_shapes.append(f"{path} {theirs} vs {ours}")
+  for head, (theirs, ours) in sorted(heads.items()):
+    problems.append(
+        f"head {head!r} has {theirs} labels in the checkpoint, {ours} in this model: make the "
+        f"task's label count {theirs}, or init from a checkpoint without this head (e.g. the "
+        "pretraining run)")
+  if other_shapes:
+    problems.append(f"{len(other_shapes)} parameters of another shape (checkpoint vs model), "
+                    f"e.g. {'; '.join(other_shapes[:3])}: match the model.* keys")
+  for missing, side, other in ((set(wanted) - set(stored), "this model has", "checkpoint"),
+                               (set(stored) - set(wanted), "the checkpoint has", "model")):
+    encoder = sorted(p for p in missing if p.startswith(ENCODER + "/") and not (
+        other == "checkpoint" and p.startswith(_OPTIONAL_ENCODER_PREFIXES)))
+    if encoder:
+      problems.append(f"{side} {len(encoder)} encoder parameters the {other} lacks, e.g. "
+                      f"{', '.join(encoder[:3])}: match model.num_layers / scan_layers / "
+                      "reversible")
+  return problems
+
+
+def _stored_params(step_dir: epath.Path):
+  """The checkpoint's params metadata, flat: {path: metadata with .shape}."""
+  with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
+    return _flat(checkpointer.metadata(step_dir / "state").item_metadata.tree["params"])
+
+
+def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path:
+  """Raises one UserInputError listing every way the checkpoint does not fit the model.
+
+  Reads only the checkpoint's metadata, so a misfit fails before any parameter is built.
+
+  Args:
+    init_from: a workdir or checkpoint directory.
+    abstract_params: the new model's params (anything with ``.shape`` leaves).
+    model_config: this run's `ModelConfig`; when given, the error also lists the model keys in
+      which the checkpoint's config.json differs.
+
+  Returns:
+    The checkpoint's step directory.
+  """
+  step_dir = find_checkpoint(init_from)
+  stored = _stored_params(step_dir)
+  wanted = _flat(abstract_params)
+  problems = mismatch_problems({k: v.shape for k, v in stored.items()},
+                               {k: v.shape for k, v in wanted.items()})
+  if problems:
+    raise UserInputError(
+        f"init_from {step_dir} does not fit this model: {'; '.join(problems)}"
+        f"{_differing_model_keys(_stored_model_section(step_dir), model_config)}")
+  if not set(stored) & set(wanted):
+    raise UserInputError(f"init_from {step_dir} shares no parameter with this model; is it "
+                         "a bert_jax checkpoint of the same architecture?")
+  return step_dir
+
+
+def overlay_params(params, step_dir: epath.Path, abstract_params):
+  """Returns ``params`` with every parameter the checkpoint holds replaced by the checkpoint's.
 
   Args:
     params: the freshly initialised (sharded) params of the new model.
-    init_from: a workdir or checkpoint directory.
+    step_dir: the checkpoint, as `check_fits` returned it (call that first: it reports
+      every misfit in one line, before the model is initialised).
     abstract_params: the params' ShapeDtypeStructs with shardings (restore targets).
   """
-  step_dir = find_checkpoint(init_from)
+  stored = _stored_params(step_dir)
+  wanted = _flat(abstract_params)
+  shared = sorted(set(stored) & set(wanted))
+  target = _unflatten({k: wanted[k] for k in shared})
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
-    stored = _flat(checkpointer.metadata(step_dir / "state").item_metadata.tree["params"])
-    wanted = _flat(abstract_params)
-    mismatched = [f"{k} {tuple(stored[k].shape)} vs {tuple(wanted[k].shape)}"
-                  for k in sorted(set(stored) & set(wanted))
-                  if tuple(stored[k].shape) != tuple(wanted[k].shape)]
-    if mismatched:
-      raise UserInputError(
-          f"init_from {step_dir} has {len(mismatched)} parameters of another shape "
-          f"(checkpoint vs model): {'; '.join(mismatched[:4])}; use a checkpoint of the same "
-          "architecture (model.* keys)")
-    shared = sorted(set(stored) & set(wanted))
-    if not shared:
-      raise UserInputError(f"init_from {step_dir} shares no parameter with this model; is it "
-                           "a bert_jax checkpoint of the same architecture?")
-    target = _unflatten({k: wanted[k] for k in shared})
-    restore_args = ocp.checkpoint_utils.construct_restore_args(target)
     restored = _flat(checkpointer.restore(step_dir / "state", args=ocp.args.PyTreeRestore(
-        item={"params": target}, restore_args={"params": restore_args},
+        item={"params": target},
+        restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
         partial_restore=True))["params"])
-  fresh = sorted(set(wanted) - set(stored))
-  logging.info("init_from %s: restored %d parameters; %d new (fresh init): %s", step_dir,
-               len(shared), len(fresh), ", ".join(fresh[:10]))
+  fresh = sorted({k.split("/")[0] for k in set(wanted) - set(stored)})
+  dropped = sorted({k.split("/")[0] for k in set(stored) - set(wanted)})
+  logging.info("init_from %s: restored %d parameters; new heads (fresh init): %s; checkpoint "
+               "heads left out: %s", step_dir, len(shared), ", ".join(fresh) or "none",
+               ", ".join(dropped) or "none")
   flat_params = _flat(params)
   flat_params.update(restored)
   return _unflatten(flat_params)

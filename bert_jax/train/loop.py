@@ -9,16 +9,18 @@ import numpy as np
 from absl import logging
 from etils import epath
 
-from bert_jax.data import pretraining_pipeline
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
-from bert_jax.train import flops
-from bert_jax.train import run_state
-from bert_jax.train import setup
+from bert_jax.tasks import registry
+from bert_jax.train import flops, profiling, run_state, setup
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.metrics_writer import MetricsWriter
-from bert_jax.train.settings import check_batch_fits_mesh, settings_from_config
+from bert_jax.train.settings import (
+  check_batch_fits_mesh,
+  resolve_train_steps,
+  settings_from_config,
+)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -91,6 +93,31 @@ def evaluate(eval_fn, params, eval_batches, mesh, rng, task):
   return task.metrics_from_sums(totals)
 
 
+def evaluate_predictions(predict_fn, params, eval_batches, mesh, rng, task, data):
+  """Eval loss and the task's official metrics over the whole (finite) eval split.
+
+  Every host gets every row's predictions (the jitted step replicates them); padding rows
+  (``row_id`` -1) are dropped and the rest ordered by ``row_id`` before `data.eval_metrics`.
+  """
+  totals, parts = None, []
+  for host_batch in eval_batches:
+    sums, predictions = jax.device_get(
+        predict_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng))
+    totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
+    parts.append(predictions)
+  if totals is None:
+    raise UserInputError("the eval split is empty; check data.eval_path or data.tfds_eval_split")
+  rows = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+  row_id = rows.pop("row_id")
+  real = row_id >= 0
+  order = np.argsort(row_id[real], kind="stable")
+  if not np.array_equal(row_id[real][order], np.arange(order.size)):
+    raise RuntimeError("eval batches did not cover every eval row exactly once")
+  metrics = task.metrics_from_sums(totals)
+  metrics.update(data.eval_metrics({key: value[real][order] for key, value in rows.items()}))
+  return metrics
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Trains (or resumes) the run described by ``config`` in ``workdir``.
 
@@ -102,19 +129,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     The last eval metrics.
   """
   settings = settings_from_config(config)
-  trainer = settings.trainer
   workdir = epath.Path(workdir)
   run_state.write_config_json(workdir, config, settings.model)
   mesh = mesh_lib.make_mesh(settings.mesh)
-  check_batch_fits_mesh(trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+  check_batch_fits_mesh(settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"],
+                        jax.process_count())
+  data = registry.make_data(settings)
+  settings = resolve_train_steps(
+      settings, data.num_train_examples if settings.trainer.num_train_epochs else 0)
+  trainer = settings.trainer
+  logging.info("task %s: %d train steps, %d warmup", trainer.task, trainer.num_train_steps,
+               settings.optimizer.warmup_steps)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
-    training = setup.build_training(settings, mesh)
+    training = setup.build_training(settings, mesh, data)
     checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
     state, rng, position = run_state.restore_or_initialize(
         checkpointer, training.init_params, training.optimizer, training.abstract_state,
-        training.state_shardings, trainer.seed, sharding.replicated(mesh), trainer.init_from)
-    data = pretraining_pipeline.PretrainingData(settings.data,
-                                                model_vocab_size=settings.model.vocab_size)
+        training.state_shardings, trainer.seed, sharding.replicated(mesh), trainer.init_from,
+        settings.model)
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)
 
 
@@ -125,17 +157,18 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
   eval_rng = jax.device_put(jax.random.key(trainer.seed + 1), sharding.replicated(mesh))
   start_step = int(jax.device_get(state.step))
   writer = MetricsWriter(str(workdir), trainer.num_train_steps)
-  flops_per_step = flops.train_flops_per_step(
-      settings.model, trainer.global_batch_size, settings.data.max_seq_length,
-      settings.data.max_predictions_per_seq)
+  example = task.example_batch(trainer.global_batch_size)
+  flops_per_step = flops.train_flops_for_batch(settings.model, example)
   peak = flops.total_peak_flops(trainer.peak_flops_per_device)
-  tokens_per_step = trainer.global_batch_size * settings.data.max_seq_length
+  tokens_per_step = example["input_ids"].size
   batches = _batches(data, settings, "train", start_position=position)
   sigterm = _SigtermFlag() if jax.process_count() == 1 else None
   interval = _IntervalMetrics()
   pending = []  # (step number after the update, device metrics)
   last_saved = start_step if start_step else None
   eval_metrics = {}
+  profiler = profiling.StepProfiler(workdir, trainer.profile_start_step,
+                                    trainer.profile_num_steps)
 
   def drain(keep: int):
     while len(pending) > keep:
@@ -160,8 +193,10 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
 
   try:
     for step in range(start_step, trainer.num_train_steps):
+      profiler.before_step(step)
       batch = sharding.host_batch_to_global(next(batches), mesh)
       state, metrics = training.train_step(state, batch, rng)
+      profiler.after_step(step, metrics)
       pending.append((step + 1, metrics))
       drain(keep=1)
       done = step + 1
@@ -173,14 +208,20 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
         last_saved = done
       if done % trainer.eval_every_steps == 0 or done == trainer.num_train_steps:
         drain(keep=0)
-        eval_metrics = evaluate(training.eval_step, state.params,
-                                _batches(data, settings, "eval"), mesh, eval_rng, task)
+        eval_batches = _batches(data, settings, "eval")
+        if training.predict_step is None:
+          eval_metrics = evaluate(training.eval_step, state.params, eval_batches, mesh,
+                                  eval_rng, task)
+        else:
+          eval_metrics = evaluate_predictions(training.predict_step, state.params,
+                                              eval_batches, mesh, eval_rng, task, data)
         writer.write(done, "eval", eval_metrics)
       if preempted:
         logging.warning("Preempted (SIGTERM): saved step %d, exiting", done)
         break
     drain(keep=0)
   finally:
+    profiler.close()
     checkpointer.close()
     writer.close()
     if sigterm:

@@ -19,15 +19,23 @@ def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
                       model: ModelConfig):
   """Writes ``config.json``, refusing a workdir that holds a run of a different model.
 
-  The ``model`` section is written resolved (size presets expanded). Only it must match:
-  longer training, other logging or a new learning rate may resume an existing run, another
-  architecture may not (its checkpoints would not load).
+  The ``model`` section is written resolved (size presets expanded). Only it must match, and
+  only once the workdir holds a checkpoint: longer training, other logging or a new learning
+  rate may resume an existing run, another architecture may not (its checkpoints would not
+  load).
   """
   path = workdir / "config.json"
   new = json.loads(config.to_json_best_effort())
   new["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
-  if path.exists() and jax.process_index() == 0:
+  checkpoints = workdir / "checkpoints"
+  # A run that failed before its first checkpoint leaves a config.json but binds nothing.
+  has_checkpoints = checkpoints.exists() and any(p.name.isdigit() for p in checkpoints.iterdir())
+  if path.exists() and has_checkpoints and jax.process_index() == 0:
     old = json.loads(path.read_text())
+    if "converted_from" in old:
+      raise UserInputError(
+          f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
+          f"pass --config.init_from={workdir} and a new --workdir")
     old_model, new_model = old.get("model", {}), new.get("model", {})
     for key in sorted(set(old_model) | set(new_model)):
       if old_model.get(key) != new_model.get(key):
@@ -40,12 +48,14 @@ def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
 
 
 def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, abstract_state,
-                          state_shardings, seed: int, rng_sharding, init_from: str = ""):
+                          state_shardings, seed: int, rng_sharding, init_from: str = "",
+                          model_config: ModelConfig | None = None):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
   1. The latest checkpoint in the workdir (resume exactly: state, rng, data position).
   2. ``init_from``: a fresh state from ``seed`` whose parameters are overlaid with the
-     compatible ones of that checkpoint (new heads keep their init; see `init_from.py`).
+     compatible ones of that checkpoint (new heads keep their init; see `init_from.py`;
+     ``model_config`` lets its errors name the model keys to change).
   3. A fresh state from ``seed``.
   """
   param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
@@ -54,11 +64,14 @@ def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, ab
   if step is not None:
     logging.info("Resuming from %s/%d", checkpointer.directory, step)
     return checkpointer.restore(step, abstract_state, rng)
+  # Metadata only: a checkpoint that does not fit fails before the (large) init.
+  source = (init_from_lib.check_fits(init_from, abstract_state.params, model_config)
+            if init_from else None)
   state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings)
-  if init_from:
-    params = init_from_lib.overlay_params(state.params, init_from, abstract_state.params)
+  if source:
+    params = init_from_lib.overlay_params(state.params, source, abstract_state.params)
     # The optimizer state starts fresh; rebuild it for the restored params.
+    init_opt_state = jax.jit(optimizer.init, out_shardings=state_shardings.opt_state)
     state = state.replace(params=jax.device_put(params, state_shardings.params),
-                          opt_state=jax.jit(optimizer.init, out_shardings=state_shardings.opt_state)(
-                              params))
+                          opt_state=init_opt_state(params))
   return state, rng, 0

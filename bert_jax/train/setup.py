@@ -5,14 +5,15 @@
 
 import contextlib
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
-from bert_jax.tasks.pretraining import PretrainingTask
+from bert_jax.tasks import registry
 from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train import state as state_lib
 from bert_jax.train import step as step_lib
@@ -29,20 +30,47 @@ class Training:
   state_shardings: Any
   train_step: Callable  # (state, batch, rng) -> (state, metric sums), jitted.
   eval_step: Callable  # (params, batch, rng) -> metric sums, jitted.
+  # (params, batch, rng) -> (metric sums, per-row predictions + row_id), jitted; None for
+  # tasks without `predictions` (pretraining).
+  predict_step: Callable | None = None
 
 
-def make_task(settings: RunSettings):
-  # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
-  return PretrainingTask(settings.model, settings.data.max_seq_length,
-                         settings.data.max_predictions_per_seq,
-                         use_nsp=settings.data.objective != "none")
+def make_task(settings: RunSettings, data=None):
+  """The task object (see `bert_jax.tasks.registry.make_task`)."""
+  return registry.make_task(settings, data)
 
 
-def build_training(settings: RunSettings, mesh) -> Training:
-  """Traces shapes and shardings and jits the steps; call under the mesh and axis rules."""
+def _frozen_params_mask(params):
+  """True for the shared "bert" trunk, False for the task heads."""
+  return {name: jax.tree.map(lambda _, n=name: n == "bert", subtree)
+          for name, subtree in params.items()}
+
+
+def make_optimizer(settings: RunSettings) -> optax.GradientTransformation:
+  """The configured optimizer; with ``freeze_encoder`` it leaves the encoder untouched.
+
+  Frozen parameters get exactly zero updates (feature-based use: the head learns on fixed
+  pretrained features). Their gradients are zeroed before the optimizer, so clipping sees the
+  head's alone, and their updates after it, so weight decay does not move them either.
+  """
+  optimizer = optimizer_lib.make_optimizer(settings.optimizer, settings.trainer.num_train_steps)
+  if not settings.trainer.freeze_encoder:
+    return optimizer
+  return optax.chain(optax.masked(optax.set_to_zero(), _frozen_params_mask), optimizer,
+                     optax.masked(optax.set_to_zero(), _frozen_params_mask))
+
+
+def build_training(settings: RunSettings, mesh, data=None) -> Training:
+  """Traces shapes and shardings and jits the steps; call under the mesh and axis rules.
+
+  Args:
+    settings: the run settings (step counts resolved, see `settings.resolve_train_steps`).
+    mesh: the device mesh.
+    data: the task's data object; fine-tuning tasks are sized from it.
+  """
   trainer = settings.trainer
-  task = make_task(settings)
-  optimizer = optimizer_lib.make_optimizer(settings.optimizer, trainer.num_train_steps)
+  task = make_task(settings, data)
+  optimizer = make_optimizer(settings)
   schedule = optimizer_lib.learning_rate_schedule(settings.optimizer, trainer.num_train_steps)
   example = task.example_batch(trainer.global_batch_size)
 
@@ -58,9 +86,11 @@ def build_training(settings: RunSettings, mesh) -> Training:
                                        trainer.gradient_accumulation_steps, mesh, state_shardings,
                                        example)
   eval_step = step_lib.jit_eval_step(task, mesh, state_shardings.params, example)
+  predict_step = (step_lib.jit_predict_step(task, mesh, state_shardings.params, example)
+                  if hasattr(task, "predictions") else None)
   return Training(task=task, optimizer=optimizer, init_params=init_params,
                   abstract_state=abstract_state, state_shardings=state_shardings,
-                  train_step=train_step, eval_step=eval_step)
+                  train_step=train_step, eval_step=eval_step, predict_step=predict_step)
 
 
 @contextlib.contextmanager

@@ -37,8 +37,9 @@ def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransform
   Returns:
     (abstract unboxed `TrainState` with shardings attached, tree of `NamedSharding`s).
   """
-  boxed = jax.eval_shape(lambda rng: _boxed_state(init_params, optimizer, rng),
-                         jax.random.key(0))
+  # The key is made inside the trace: nothing runs eagerly, so this also works on a mesh of
+  # devices that can only be compiled for (TPU topologies on a CPU host, tools/aot_compile.py).
+  boxed = jax.eval_shape(lambda: _boxed_state(init_params, optimizer, jax.random.key(0)))
   shardings = sharding.logical_shardings(boxed, mesh, rules)
   abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
                           sharding.strip_boxes(boxed), shardings)

@@ -89,6 +89,14 @@ def eval_step(params, batch, rng, *, task):
   return sums
 
 
+def predict_step(params, batch, rng, *, task):
+  """Metric sums and per-row predictions (with each row's ``row_id``) on one global batch."""
+  model = task.model(deterministic=True)
+  outputs = model.apply({"params": params}, *task.model_inputs(batch), rngs=_rngs(rng))
+  _, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
+  return sums, dict(task.predictions(outputs, batch), row_id=batch["row_id"])
+
+
 def jit_train_step(task, optimizer, schedule, accumulation_steps, mesh, state_shardings,
                    batch_example):
   """`train_step` jitted with explicit in/out shardings and the state donated."""
@@ -103,5 +111,14 @@ def jit_eval_step(task, mesh, params_shardings, batch_example):
   """`eval_step` jitted with explicit shardings (metric sums come back replicated)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
   return jax.jit(functools.partial(eval_step, task=task),
+                 in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
+                 out_shardings=sharding.replicated(mesh))
+
+
+def jit_predict_step(task, mesh, params_shardings, batch_example):
+  """`predict_step` jitted; sums and predictions come back replicated, so every host holds
+  every row of the global batch (the gather across hosts happens inside the program)."""
+  batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
+  return jax.jit(functools.partial(predict_step, task=task),
                  in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
                  out_shardings=sharding.replicated(mesh))

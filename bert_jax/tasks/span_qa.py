@@ -1,0 +1,89 @@
+"""Span question answering (SQuAD): start and end logits per token on the shared encoder.
+
+The loss is the mean of the start and the end cross-entropy over the tokens of the row, as in
+the original BERT; rows of ``example_weight`` 0 (eval padding) count nowhere. Answer texts and
+the official scores come from `bert_jax.data.squad_postprocess` on the predicted logits.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bert_jax.models import layers
+from bert_jax.models.bert import BertEncoder
+from bert_jax.models.config import ModelConfig
+
+
+class BertForSpanQa(nn.Module):
+  """BERT with the "qa_outputs" head: one dense layer from each token to a start and an end
+  logit (no dropout before it, as the original BERT's SQuAD model)."""
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """Returns float32 {"start_logits": [B, L], "end_logits": [B, L]}."""
+    x_BLD, _ = BertEncoder(self.config, self.deterministic, name="bert")(
+        input_ids_BL, token_type_ids_BL, input_mask_BL)
+    logits_BL2 = layers.dense(self.config, 2, ("embed", "classes"), "qa_outputs")(x_BLD)
+    logits_BL2 = logits_BL2.astype(jnp.float32)
+    return {"start_logits": logits_BL2[:, :, 0], "end_logits": logits_BL2[:, :, 1]}
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanQaTask:
+  """Softmax over the row's positions for the answer's start and for its end."""
+  model_config: ModelConfig
+  max_seq_length: int
+
+  def example_batch(self, batch_size: int):
+    """Zero-filled numpy batch with the SQuAD data's schema."""
+    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
+    length = self.max_seq_length
+    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
+            "input_mask": np.ones((batch_size, length), np.int32),
+            "start_positions": ints(batch_size), "end_positions": ints(batch_size),
+            "example_weight": np.zeros((batch_size,), np.float32),
+            "row_id": np.full((batch_size,), -1, np.int32)}
+
+  def model(self, deterministic: bool) -> BertForSpanQa:
+    return BertForSpanQa(self.model_config, deterministic=deterministic)
+
+  def model_inputs(self, batch):
+    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
+
+  def denominators(self, batch):
+    """Real rows of the global batch."""
+    return {"examples": jnp.maximum(jnp.sum(batch["example_weight"]), 1.0)}
+
+  def loss_and_sums(self, outputs, batch, denominators):
+    """Mean over rows of (start CE + end CE) / 2, and loss / accuracy sums."""
+    weights_B = batch["example_weight"].astype(jnp.float32)
+    sums = {"examples": jnp.sum(weights_B)}
+    loss_B = jnp.zeros_like(weights_B)
+    for end in ("start", "end"):
+      logits_BL = outputs[f"{end}_logits"]
+      labels_B = batch[f"{end}_positions"]
+      loss_B = loss_B + 0.5 * optax.softmax_cross_entropy_with_integer_labels(logits_BL, labels_B)
+      sums[f"{end}_accuracy"] = jnp.sum((jnp.argmax(logits_BL, -1) == labels_B) * weights_B)
+    sums["loss"] = jnp.sum(loss_B * weights_B)
+    return sums["loss"] / denominators["examples"], sums
+
+  def metrics_from_sums(self, sums):
+    examples = max(float(sums["examples"]), 1.0)
+    return {key: float(sums[key]) / examples
+            for key in ("loss", "start_accuracy", "end_accuracy")}
+
+  def predictions(self, outputs, batch):
+    """The start and end logits of every row, [B, L] each (post-processed on the host)."""
+    del batch
+    return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
+
+
+def make_task(model_config: ModelConfig, data_config, data) -> SpanQaTask:
+  """The registry's entry point: the head has no size to take from the data."""
+  del data
+  return SpanQaTask(model_config, data_config.max_seq_length)

@@ -1,0 +1,92 @@
+"""Token classification (NER, POS, chunking): a per-token label head on the shared encoder.
+
+Only positions with ``label_weights`` 1 (each word's first sub-word, see
+`bert_jax.data.conll_features`) count in the loss and the metrics; rows of ``example_weight``
+0 (eval padding) count nowhere.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bert_jax.models import layers
+from bert_jax.models.bert import BertEncoder
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
+
+
+class BertForTokenTagging(nn.Module):
+  """BERT with the "tagger" head: dropout, then one dense layer from each token to its labels."""
+  config: ModelConfig
+  num_labels: int
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """Returns {"logits": float32 [B, L, num_labels]}."""
+    x_BLD, _ = BertEncoder(self.config, self.deterministic, name="bert")(
+        input_ids_BL, token_type_ids_BL, input_mask_BL)
+    x_BLD = Dropout(self.config.hidden_dropout_rate)(x_BLD, self.deterministic)
+    logits_BLK = layers.dense(self.config, self.num_labels, ("embed", "classes"), "tagger")(x_BLD)
+    return {"logits": logits_BLK.astype(jnp.float32)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingTask:
+  """Per-token softmax cross-entropy over ``num_labels`` labels at the weighted positions."""
+  model_config: ModelConfig
+  max_seq_length: int
+  num_labels: int
+
+  def example_batch(self, batch_size: int):
+    """Zero-filled numpy batch with the tagging data's schema."""
+    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
+    length = self.max_seq_length
+    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
+            "input_mask": np.ones((batch_size, length), np.int32),
+            "label_ids": ints(batch_size, length),
+            "label_weights": np.zeros((batch_size, length), np.float32),
+            "example_weight": np.zeros((batch_size,), np.float32),
+            "row_id": np.full((batch_size,), -1, np.int32)}
+
+  def model(self, deterministic: bool) -> BertForTokenTagging:
+    return BertForTokenTagging(self.model_config, self.num_labels, deterministic=deterministic)
+
+  def model_inputs(self, batch):
+    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
+
+  def _weights(self, batch):
+    return batch["label_weights"].astype(jnp.float32) * batch["example_weight"][:, None]
+
+  def denominators(self, batch):
+    """Scored tokens of the global batch."""
+    return {"tokens": jnp.maximum(jnp.sum(self._weights(batch)), 1.0)}
+
+  def loss_and_sums(self, outputs, batch, denominators):
+    """Mean cross-entropy over the scored tokens, and loss / accuracy sums."""
+    weights_BL = self._weights(batch)
+    logits_BLK = outputs["logits"]
+    labels_BL = batch["label_ids"]
+    ce_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLK, labels_BL)
+    sums = {"loss": jnp.sum(ce_BL * weights_BL),
+            "token_accuracy": jnp.sum((jnp.argmax(logits_BLK, -1) == labels_BL) * weights_BL),
+            "tokens": jnp.sum(weights_BL)}
+    return sums["loss"] / denominators["tokens"], sums
+
+  def metrics_from_sums(self, sums):
+    tokens = max(float(sums["tokens"]), 1.0)
+    return {"loss": float(sums["loss"]) / tokens,
+            "token_accuracy": float(sums["token_accuracy"]) / tokens}
+
+  def predictions(self, outputs, batch):
+    """The most likely label id at every position, [B, L] (scored ones are read back)."""
+    del batch
+    return {"label_ids": jnp.argmax(outputs["logits"], -1).astype(jnp.int32)}
+
+
+def make_task(model_config: ModelConfig, data_config, data) -> TaggingTask:
+  """The registry's entry point: one output per label of the data's tag set."""
+  return TaggingTask(model_config, data_config.max_seq_length, len(data.label_names))
