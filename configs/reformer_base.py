@@ -6,7 +6,9 @@
 For 16,384-token sequences (Kitaev et al. 2020 train up to 64K on one accelerator):
   --config.data.max_seq_length=16384 --config.model.max_position_embeddings=16384 \
   --config.data.max_predictions_per_seq=2458
-Lengths must be multiples of model.lsh.chunk_len (64); n_buckets follows as 2 * L / 64.
+Lengths must be multiples of model.lsh.chunk_len (64). n_buckets defaults to 2 * L / 64: 128
+buckets at 4,096 (one random rotation), 512 at 16,384 (hashed factorised as 16 x 32, which
+keeps hashing linear in length); set model.lsh.n_buckets to an int or a tuple of factors.
 """
 
 from bert_jax.default_config import base_config

@@ -2,6 +2,7 @@
 
 import functools
 
+import flax.linen
 import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
@@ -9,7 +10,11 @@ import numpy as np
 import pytest
 
 from bert_jax.attention import lsh
+from bert_jax.attention.layer import SelfAttention
+from bert_jax.attention import lsh_chunks
 from bert_jax.attention import lsh_hashing
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import LshOptions, ModelConfig
 
 BATCH, LENGTH, HEADS, HEAD_DIM = 2, 64, 2, 8
 
@@ -58,6 +63,51 @@ def test_one_chunk_equals_dense_attention(n_hashes, causal):
                _outputs_and_grads(dense_fn, qk, value, segment_ids, cotangent), valid)
 
 
+def test_one_chunk_layer_equals_dense_layer_with_weight_gradients():
+  """The lsh layer with one chunk vs its projections around dense shared-QK attention."""
+  config = ModelConfig(
+      vocab_size=8, hidden_size=16, num_heads=HEADS, intermediate_size=32, num_layers=1,
+      max_position_embeddings=LENGTH, hidden_dropout_rate=0.0, attention_dropout_rate=0.0,
+      attention_kind="lsh",
+      lsh=LshOptions(chunk_len=LENGTH, n_hashes=2, n_buckets=2, n_chunks_before=0))
+  x_BLE = jax.random.normal(jax.random.PRNGKey(9), (BATCH, LENGTH, 16))
+  _, _, segment_ids, valid, cotangent_BLHD = _inputs(seed=9)
+  cotangent_BLE = cotangent_BLHD.reshape(BATCH, LENGTH, -1)  # Zero at padding queries.
+  layer = SelfAttention(config)
+  rngs = {"params": jax.random.PRNGKey(10), "hashing": jax.random.PRNGKey(11)}
+  # Random biases too (init zeroes them), drawn from the shapes alone: no init to compile.
+  shapes = flax.linen.unbox(jax.eval_shape(layer.init, rngs, x_BLE, segment_ids)["params"])
+  leaves, treedef = jax.tree.flatten(shapes)
+  keys = jax.random.split(jax.random.PRNGKey(10), len(leaves))
+  params = treedef.unflatten([0.3 * jax.random.normal(key, leaf.shape)
+                              for key, leaf in zip(keys, leaves)])
+
+  def lsh_layer(params, x_BLE):
+    return layer.apply({"params": params}, x_BLE, segment_ids,
+                       rngs={"hashing": jax.random.PRNGKey(12)})
+
+  def dense_layer(params, x_BLE):
+    def project(name):
+      return (jnp.einsum("ble,ehd->blhd", x_BLE, params[name]["kernel"])
+              + params[name]["bias"][None, None])
+    out_BLHD = lsh.dense_shared_qk_attention(project("query"), project("value"), segment_ids)
+    return (jnp.einsum("blhd,hde->ble", out_BLHD, params["output"]["kernel"])
+            + params["output"]["bias"][None, None])
+
+  def outputs_and_grads(fn):
+    out_BLE, vjp = jax.vjp(fn, params, x_BLE)
+    return out_BLE, vjp(cotangent_BLE)
+
+  (out_a, (dparams_a, dx_a)), (out_b, (dparams_b, dx_b)) = (
+      jax.jit(outputs_and_grads, static_argnums=0)(lsh_layer),
+      jax.jit(outputs_and_grads, static_argnums=0)(dense_layer))
+  np.testing.assert_allclose(out_a * valid[..., 0], out_b * valid[..., 0], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(dx_a, dx_b, atol=1e-5, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5),
+               dparams_a, dparams_b)
+  assert float(jnp.max(jnp.abs(dparams_a["query"]["kernel"]))) > 1e-3  # Gradients flow.
+
+
 @pytest.mark.parametrize("settings", [
     dict(n_hashes=1, chunk_len=8),
     dict(n_hashes=2, chunk_len=8, n_buckets=4, n_chunks_after=1),
@@ -79,6 +129,59 @@ def test_matches_reference(settings):
   slow = _outputs_and_grads(functools.partial(lsh.lsh_attention_reference, **kwargs),
                             qk, value, segment_ids, cotangent)
   _assert_same(fast, slow, valid)
+
+
+@pytest.mark.parametrize("settings", [
+    dict(n_hashes=2, chunk_len=8),
+    dict(n_hashes=3, chunk_len=8, n_chunks_before=2, n_chunks_after=1, causal=True,
+         mask_across_buckets=True),
+], ids=lambda settings: "-".join(f"{k}={v}" for k, v in settings.items()))
+def test_blocked_loop_matches_reference(monkeypatch, settings):
+  """Small loop steps (one or two chunks): windows and gradients cross step boundaries."""
+  # Two chunks of 8 x 8 logits per (batch, head) and window chunk per step.
+  monkeypatch.setattr(lsh_chunks, "_BLOCK_VALUES", 2 * BATCH * HEADS * 8 * 8)
+  spec = lsh_chunks.ChunkSpec(8, settings.get("n_chunks_before", 1),
+                              settings.get("n_chunks_after", 0), False, False, 0.0, ())
+  n_chunks = settings["n_hashes"] * LENGTH // 8
+  assert lsh_chunks._chunks_per_step(n_chunks, BATCH * HEADS, spec) <= 2
+  qk, value, segment_ids, valid, cotangent = _inputs(seed=7)
+  kwargs = dict(rng=jax.random.PRNGKey(4), **settings)
+  fast = _outputs_and_grads(functools.partial(lsh.lsh_attention, **kwargs),
+                            qk, value, segment_ids, cotangent)
+  slow = _outputs_and_grads(functools.partial(lsh.lsh_attention_reference, **kwargs),
+                            qk, value, segment_ids, cotangent)
+  _assert_same(fast, slow, valid)
+
+
+def test_default_buckets_are_factorised_above_256():
+  """n_buckets=None keeps the count 2 L / chunk_len and splits it into two even factors > 256."""
+  assert lsh_hashing.bucket_factors(None, 4096, 64) == (128,)
+  assert lsh_hashing.bucket_factors(None, 8192, 64) == (256,)
+  assert lsh_hashing.bucket_factors(None, 16384, 64) == (16, 32)
+  assert lsh_hashing.bucket_factors(None, 65536, 64) == (32, 64)
+  assert lsh_hashing.bucket_factors(None, 129 * 64, 32) == (6, 86)  # 516 = 4 * 3 * 43.
+  assert lsh_hashing.bucket_factors(None, 131 * 32, 32) == (262,)  # 2 * odd: no even split.
+  assert lsh_hashing.bucket_factors(512, 16384, 64) == (512,)  # An explicit int: one rotation.
+  assert lsh_hashing.bucket_factors([8, 4], 64, 8) == (8, 4)
+  # End to end: 1024 tokens in chunks of 4 default to 512 buckets hashed as 16 x 32.
+  qk, value, _, _, _ = _inputs(seed=8, length=1024)
+  segment_ids = jnp.ones((BATCH, 1024), jnp.int32)
+  attend = jax.jit(functools.partial(lsh.lsh_attention, rng=jax.random.PRNGKey(1), n_hashes=1,
+                                     chunk_len=4), static_argnames="n_buckets")
+  default = attend(qk, value, segment_ids, n_buckets=None)
+  np.testing.assert_array_equal(default, attend(qk, value, segment_ids, n_buckets=(16, 32)))
+  assert float(jnp.max(jnp.abs(default - attend(qk, value, segment_ids, n_buckets=512)))) > 1e-3
+
+
+def test_bucket_config_accepts_an_int_or_factors():
+  assert LshOptions(n_buckets=[16, 32]).n_buckets == (16, 32)  # Lists (e.g. from JSON) too.
+  assert LshOptions(n_buckets=64).n_buckets == 64
+  for bad in (7, -2, (4, 3), (), (16, 2.0)):
+    with pytest.raises(UserInputError, match="n_buckets=.* must be even") as error:
+      LshOptions(n_buckets=bad)
+    assert "\n" not in str(error.value)
+  with pytest.raises(UserInputError, match="n_hashes=0 must be >= 1"):
+    LshOptions(n_hashes=0)
 
 
 def test_dedup_correction_matters():
@@ -124,8 +227,10 @@ def test_hashing_in_blocks_gives_the_same_buckets(monkeypatch):
   """Long sequences hash a block of positions at a time; blocks must not change the buckets."""
   qk, _, _, _, _ = _inputs(seed=5)
   # A fresh function per setting: jax caches traces by function, not by module globals.
-  hash_fn = lambda: functools.partial(lsh.hash_buckets, rng=jax.random.PRNGKey(1), n_hashes=3,
-                                      n_buckets=16)
+  def hash_fn():
+    return functools.partial(lsh.hash_buckets, rng=jax.random.PRNGKey(1), n_hashes=3,
+                             n_buckets=16)
+
   whole = jax.jit(hash_fn())(qk)
   # 384 rotated values per head = 8 positions x 2 sequences x 3 rounds x 8 rotations.
   monkeypatch.setattr(lsh_hashing, "_HASH_BLOCK_VALUES", 384)
@@ -205,7 +310,10 @@ def _intermediate_sizes(fn, length):
   """Largest intermediate of fn's forward+backward jaxpr, and whether any has two dims >= L."""
   qk = jnp.zeros((1, length, 1, 4))
   segment_ids = jnp.ones((1, length), jnp.int32)
-  loss = lambda qk, value: jnp.sum(fn(qk, value, segment_ids))
+
+  def loss(qk, value):
+    return jnp.sum(fn(qk, value, segment_ids))
+
   jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(qk, qk).jaxpr
   shapes = [aval.shape for aval in _avals(jaxpr) if hasattr(aval, "shape")]
   has_square = any(sum(dim >= length for dim in shape) >= 2 for shape in shapes)

@@ -1,18 +1,23 @@
 """Argument checks, key normalisation and angular-LSH hashing for ``bert_jax.attention.lsh``.
 
 Hashing (Kitaev et al. 2020): per head and round, a random rotation R ~ N(0, 1) of shape
-[D, n_buckets / 2]; a vector's bucket is argmax([xR ; -xR]). With the default n_buckets =
-2 * L / chunk_len this rotation matmul costs L * D * L / chunk_len multiply-adds per head and
-round: the one step of LSH attention that is quadratic in L. It is computed exactly, as one GEMM
-per block of positions followed by vectorised max/min reductions, which keeps its constant small:
-on two CPU cores (d 64, 4 heads, 4 rounds, chunk 64) 0.14 s at 16K tokens and about 2.7 s at 64K,
-where a rotated-index-leading einsum, a concatenation and an argmax took 0.6 s at 16K.
+[D, n_buckets / 2]; a vector's bucket is argmax([xR ; -xR]). This rotation matmul costs
+L * D * n_buckets / 2 multiply-adds per head and round, so with n_buckets = 2 * L / chunk_len it
+is the one step of LSH attention that is quadratic in L. It is computed as one GEMM per block of
+positions followed by vectorised max/min reductions, which keeps its constant small, but at 64K
+tokens (2,048 buckets) it would still cost as much as all the attention.
 
 Factorised buckets (trax's option) remove the quadratic term: ``n_buckets=(a, b, ...)`` hashes
 with one rotation per factor and combines the argmaxes as mixed-radix digits, for a * b * ...
-buckets from (a + b + ...) / 2 rotations. They are not the default because they change which
-positions share a bucket (buckets become products of coarser angular cells), so results differ
-from the single-rotation hashing the paper and the equivalence tests specify.
+buckets from (a + b + ...) / 2 rotations. The buckets are products of coarser angular cells, so
+which positions share a bucket differs from single-rotation hashing with a * b buckets.
+
+Bucket rule (`bucket_factors`): an int n_buckets is hashed with one rotation, as the paper does;
+a tuple is hashed factorised; the default (None) takes the paper's count 2 * L / chunk_len and
+hashes it with one rotation up to ``SINGLE_ROTATION_MAX_BUCKETS`` buckets and factorised into two
+near-equal even factors above (512 -> 16 x 32, 2,048 -> 32 x 64), where the rotation would start
+to cost a noticeable share of the layer. A count with no split into two even factors (2 * odd)
+stays one rotation.
 """
 
 import math
@@ -22,7 +27,10 @@ import jax.numpy as jnp
 
 from bert_jax.errors import UserInputError
 
-_NORM_EPSILON = 1e-6
+NORM_EPSILON = 1e-6  # Keeps 1 / |x| finite at x = 0.
+
+# Default bucket counts above this are hashed factorised (see the module docstring).
+SINGLE_ROTATION_MAX_BUCKETS = 256
 
 # Positions are rotated in blocks of at most this many rotated values per head, so a block stays
 # cache-sized while the reductions over it run (larger blocks were measured slower on CPU) ...
@@ -51,10 +59,31 @@ def validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets
     raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got "
                          f"{n_chunks_before} and {n_chunks_after}; use 0 for no neighbour on "
                          "that side.")
+  return bucket_factors(n_buckets, length, chunk_len)
+
+
+def bucket_factors(n_buckets, length, chunk_len):
+  """The factors to hash with: (n,) for one rotation, (a, b, ...) for factorised buckets.
+
+  Args:
+    n_buckets: None (the default rule in the module docstring), an even int, or a tuple/list of
+      even factors.
+    length: sequence length L.
+    chunk_len: chunk length.
+
+  Returns:
+    A tuple of even ints >= 2 whose product is the number of buckets per round.
+  """
   if n_buckets is None:
-    n_buckets = max(2, 2 * length // chunk_len)
+    count = max(2, 2 * length // chunk_len)
+    if count <= SINGLE_ROTATION_MAX_BUCKETS:
+      return (count,)
+    # The largest even a <= sqrt(count) with count / a even: two near-equal factors.
+    splits = [a for a in range(2, math.isqrt(count) + 1, 2)
+              if count % a == 0 and count // a % 2 == 0]
+    return (splits[-1], count // splits[-1]) if splits else (count,)
   factors = tuple(n_buckets) if isinstance(n_buckets, (tuple, list)) else (n_buckets,)
-  if not factors or any(f < 2 or f % 2 for f in factors):
+  if not factors or any(not isinstance(f, int) or f < 2 or f % 2 for f in factors):
     raise UserInputError(f"n_buckets must be even and >= 2 (or a tuple of such factors), got "
                          f"{n_buckets}; use an even count such as 2 * length // chunk_len.")
   return factors
@@ -63,7 +92,7 @@ def validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets
 def length_normalize(x_XD):
   """Unit-length vectors along the last axis (computed in float32, returned in x's dtype)."""
   x32_XD = x_XD.astype(jnp.float32)
-  inv_norm_X1 = jax.lax.rsqrt(jnp.sum(x32_XD * x32_XD, axis=-1, keepdims=True) + _NORM_EPSILON)
+  inv_norm_X1 = jax.lax.rsqrt(jnp.sum(x32_XD * x32_XD, axis=-1, keepdims=True) + NORM_EPSILON)
   return (x32_XD * inv_norm_X1).astype(x_XD.dtype)
 
 

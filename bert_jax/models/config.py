@@ -15,7 +15,8 @@ MODEL_SIZES = {
     "large": (24, 1024, 16),
 }
 
-ATTENTION_KINDS = ("dense", "fused", "lsh", "local")
+# "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
+ATTENTION_KINDS = ("dense", "fused", "splash", "auto", "lsh", "local")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 
@@ -25,7 +26,9 @@ class LshOptions:
   """Options of the ``lsh`` and ``local`` attention kinds (unused by dense kinds)."""
   chunk_len: int = 64
   n_hashes: int = 4
-  n_buckets: int = 0  # 0 means 2 * seq_len // chunk_len.
+  # Buckets per round: an even int (one rotation), a tuple of even factors (factorised, a * b
+  # buckets), or 0: 2 * seq_len // chunk_len, factorised above 256 (rule: lsh_hashing.py).
+  n_buckets: int | tuple = 0
   n_chunks_before: int = 1
   n_chunks_after: int = 0
   causal: bool = False
@@ -39,9 +42,16 @@ class LshOptions:
     if self.n_hashes < 1:
       raise UserInputError(f"model.lsh.n_hashes={self.n_hashes} must be >= 1; use 1-8 hash "
                            "rounds (more approach full attention)")
-    if self.n_buckets < 0 or self.n_buckets % 2:
-      raise UserInputError(f"model.lsh.n_buckets={self.n_buckets} must be even (or 0 for "
-                           "2 * seq_len // chunk_len); pick an even bucket count")
+    if isinstance(self.n_buckets, (tuple, list)):
+      object.__setattr__(self, "n_buckets", tuple(self.n_buckets))  # Hashable, JSON-stable.
+      factors = self.n_buckets
+    else:
+      factors = (self.n_buckets,) if self.n_buckets else ()
+    if any(not isinstance(f, int) or f < 2 or f % 2 for f in factors) or (
+        not factors and self.n_buckets != 0):
+      raise UserInputError(f"model.lsh.n_buckets={self.n_buckets} must be even (an even count, "
+                           "a tuple of even factors such as (16, 32), or 0 for the default "
+                           "2 * seq_len // chunk_len)")
     if self.n_chunks_before < 0 or self.n_chunks_after < 0:
       raise UserInputError(
           f"model.lsh.n_chunks_before={self.n_chunks_before} and n_chunks_after="
@@ -63,7 +73,7 @@ class ModelConfig:
   layer_norm_eps: float = 1e-12
   initializer_range: float = 0.02
   dtype: str = "float32"
-  attention_kind: str = "dense"
+  attention_kind: str = "auto"
   remat_policy: str = "none"
   scan_layers: bool = False
   # Reformer-style reversible residual layers (pre-LN; see models/reversible.py): activations
@@ -88,10 +98,10 @@ class ModelConfig:
     if self.dtype not in COMPUTE_DTYPES:
       raise UserInputError(f"model.dtype={self.dtype!r} is unknown; "
                            f"choose one of {', '.join(COMPUTE_DTYPES)}")
-    if self.attention_kind == "fused" and self.attention_dropout_rate > 0:
+    if self.attention_kind in ("fused", "splash") and self.attention_dropout_rate > 0:
       raise UserInputError(
-          "model.attention_kind='fused' has no attention-probability dropout; set "
-          "model.attention_dropout_rate=0.0 or use model.attention_kind='dense'")
+          f"model.attention_kind={self.attention_kind!r} has no attention-probability dropout; "
+          "set model.attention_dropout_rate=0.0 or use model.attention_kind='dense' or 'auto'")
     if self.ffn_chunk_len < 0:
       raise UserInputError(f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
                            "an unchunked feed-forward")

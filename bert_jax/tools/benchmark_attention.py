@@ -12,7 +12,10 @@ Depth mode: forward+backward of an encoder stack, reversible vs ordinary blocks:
 
 Every point runs in a fresh subprocess, so its peak resident memory (VmHWM, read by the child
 from /proc/self/status after the last step) covers that point alone; ``base_rss_mb`` is the
-child's resident memory after importing jax and building inputs, before compiling anything.
+child's resident memory after importing jax and building inputs, before compiling anything;
+``fwd_bwd_cpu_s`` the CPU time (all threads, user + system) of a step, which other processes on
+a shared machine inflate far less than the wall time ``fwd_bwd_s``; ``load_1m`` the machine's
+one-minute load average after the point.
 """
 
 import json
@@ -84,15 +87,18 @@ def _run_point(point):
   start = time.perf_counter()
   run_once()
   compile_and_first_s = time.perf_counter() - start
-  times = []
+  times, cpu_times = [], []
   for _ in range(point["repeats"]):
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     run_once()
     times.append(time.perf_counter() - start)
+    cpu_times.append(time.process_time() - cpu_start)
   return dict(point, fwd_bwd_s=round(statistics.median(times), 4),
+              fwd_bwd_cpu_s=round(statistics.median(cpu_times), 4),
               first_call_s=round(compile_and_first_s, 2), peak_rss_mb=round(_peak_rss_mb(), 1),
               base_rss_mb=round(base_rss_mb, 1), tokens_per_s=round(
-                  point["batch"] * point["length"] / statistics.median(times), 1))
+                  point["batch"] * point["length"] / statistics.median(times), 1),
+              load_1m=round(os.getloadavg()[0], 2))
 
 
 def _points():

@@ -11,18 +11,23 @@ shared-QK projection with length-normalised keys, one chunk looked back, the los
 sum(out ** 2) differentiated with respect to every parameter and the input. reformer-pytorch's
 ``bucket_size`` is its chunk length: it uses n_buckets = L / bucket_size and cuts the sorted
 sequence into n_hashes * n_buckets chunks of bucket_size. Differences left in place (each is
-bert_jax's documented default, which makes bert_jax do *more* work):
+bert_jax's documented default):
 
-- n_buckets: bert_jax 2 * L / chunk_len, twice reformer-pytorch's L / bucket_size, so bert_jax's
-  hashing matmul (the one O(L^2) step) is twice as large;
+- n_buckets: bert_jax 2 * L / chunk_len, twice reformer-pytorch's L / bucket_size, hashed with
+  one rotation up to 256 buckets (4K tokens: a hashing matmul twice reformer-pytorch's) and
+  factorised above (16K tokens: 512 = 16 x 32 buckets from 24 rotations instead of one
+  rotation of 256);
 - duplicate counting: bert_jax subtracts log(count) for keys seen in several rounds
   (``dedup_correction``); reformer-pytorch's default ``allow_duplicate_attention=True`` skips it;
 - bert_jax's layer has biases on its projections; reformer-pytorch's have none.
 
-``--matched`` adds a bert_jax point with n_buckets = L / chunk_len and no duplicate counting.
+``--matched`` adds a bert_jax point hashed exactly as reformer-pytorch hashes (one rotation,
+n_buckets = L / chunk_len) and without duplicate counting. ``load_1m`` is the machine's
+one-minute load average after the length's rounds (the CPU is shared; compare ratios).
 """
 
 import json
+import os
 import statistics
 import time
 
@@ -98,7 +103,8 @@ def main(argv):
     result = {"length": length, "d_model": D_MODEL, "heads": HEADS, "chunk_len": CHUNK_LEN,
               "n_hashes": N_HASHES, "batch": BATCH, "rounds": _ROUNDS.value,
               "torch_s": round(medians["torch"], 4), "jax_s": round(medians["jax"], 4),
-              "ratio": round(medians["torch"] / medians["jax"], 2)}
+              "ratio": round(medians["torch"] / medians["jax"], 2),
+              "load_1m": round(os.getloadavg()[0], 2)}
     if _MATCHED.value:
       result["jax_matched_s"] = round(medians["jax_matched"], 4)
       result["ratio_matched"] = round(medians["torch"] / medians["jax_matched"], 2)
