@@ -1,4 +1,5 @@
-"""Every config key with its default and meaning; configs/*.py start here and override.
+"""Every config key with its default and meaning; configs/*.py start here and override
+(`base_config` for pretraining, `finetune_config(task)` for fine-tuning tasks).
 
 Top-level keys (contract): seed, num_train_steps, global_batch_size, log_every_steps,
 eval_every_steps, checkpoint_every_steps, init_from. Sections: model, data, optimizer, mesh.
@@ -30,9 +31,14 @@ DEFAULT_LOGICAL_AXIS_RULES = (
 def base_config() -> ml_collections.ConfigDict:
   """The defaults: BERT-base pretraining as in the paper, on the embedded corpus."""
   config = ml_collections.ConfigDict()
-  config.task = "pretraining"  # What main runs: "pretraining".
+  # What main runs: pretraining | classification | tagging | span_qa | multiple_choice.
+  config.task = "pretraining"
   config.seed = 0  # Params init, dropout and data order all derive from it.
   config.num_train_steps = 1_000_000  # Optimizer updates.
+  # Fine-tuning: > 0 replaces num_train_steps by ceil(epochs * train examples / batch).
+  config.num_train_epochs = 0.0
+  # > 0 replaces optimizer.warmup_steps by round(warmup_fraction * num_train_steps).
+  config.warmup_fraction = 0.0
   config.global_batch_size = 256  # Sequences per update, over all hosts and devices.
   config.gradient_accumulation_steps = 1  # Micro-batches per update (same update, less memory).
   config.log_every_steps = 100  # Train metrics to console, metrics.jsonl and TensorBoard.
@@ -40,7 +46,12 @@ def base_config() -> ml_collections.ConfigDict:
   config.checkpoint_every_steps = 10_000  # Orbax save interval (and at the end / SIGTERM).
   config.max_checkpoints_to_keep = 3  # Older checkpoints are deleted.
   config.init_from = ""  # Fine-tuning: a workdir/checkpoint to take the encoder from.
+  config.freeze_encoder = False  # Fine-tuning: train the task head only (feature-based use).
   config.peak_flops_per_device = 0.0  # For MFU; 0 = from the device kind (measured on CPU).
+  # Profiler trace (process 0) of profile_num_steps updates from state.step ==
+  # profile_start_step into <workdir>/profile (TensorBoard's Profile tab); 0 steps = off.
+  config.profile_start_step = 10  # Skip the first steps: they compile.
+  config.profile_num_steps = 0
 
   config.model = ml_collections.ConfigDict()
   config.model.size = "base"  # tiny | mini | small | medium | base | large (layers/width/heads).
@@ -55,7 +66,9 @@ def base_config() -> ml_collections.ConfigDict:
   config.model.hidden_dropout_rate = 0.1
   config.model.attention_dropout_rate = 0.1
   config.model.dtype = "float32"  # Compute dtype: float32 | bfloat16 (params stay float32).
-  config.model.attention_kind = "dense"  # dense | fused | lsh | local.
+  # dense | fused | splash (Pallas TPU kernel) | auto | lsh | local. auto = splash on TPU when
+  # the sequence length % 128 == 0 and attention_dropout_rate == 0, else dense (same params).
+  config.model.attention_kind = "auto"
   config.model.remat_policy = "none"  # none | full | dots | dots_no_batch.
   config.model.scan_layers = False  # One scanned layer body: faster compiles for deep models.
   # Reformer reversible residual layers (pre-LN, two activation streams averaged at the end):
@@ -67,7 +80,11 @@ def base_config() -> ml_collections.ConfigDict:
   config.model.lsh = ml_collections.ConfigDict()
   config.model.lsh.chunk_len = 64  # data.max_seq_length must be a multiple of it.
   config.model.lsh.n_hashes = 4  # Hash rounds (lsh); more rounds approach full attention.
-  config.model.lsh.n_buckets = 0  # Buckets per round (even); 0 = 2 * max_seq_length // chunk_len.
+  # Buckets per round: an even int (one random rotation), a tuple of even factors such as
+  # (16, 32) (trax's factorised hashing: 512 buckets from 8 + 16 rotations), or 0 for
+  # 2 * max_seq_length // chunk_len buckets, hashed with one rotation up to 256 buckets and as
+  # two near-equal even factors above (512 -> (16, 32)), which keeps hashing linear in length.
+  config.model.lsh.n_buckets = ml_collections.FieldReference(0, field_type=object)
   config.model.lsh.n_chunks_before = 1  # Earlier chunks each chunk also attends to.
   config.model.lsh.n_chunks_after = 0  # Later chunks each chunk also attends to.
   config.model.lsh.causal = False  # Forbid attending to later positions.
@@ -117,8 +134,68 @@ def base_config() -> ml_collections.ConfigDict:
   config.optimizer.max_grad_norm = 1.0  # Global-norm clipping; 0 disables.
 
   config.mesh = ml_collections.ConfigDict()
-  config.mesh.data = -1  # Data-parallel ways; -1 = all devices left over.
+  # Within a slice (ICI): devices per mesh axis; -1 = all devices of the slice left over.
+  config.mesh.data = -1  # Data-parallel ways.
   config.mesh.fsdp = 1  # Fully-sharded data-parallel ways (params sharded on embed).
   config.mesh.tensor = 1  # Tensor-parallel ways (heads, mlp, vocab).
+  # Across slices (DCN, multi-slice TPU runs): slices per mesh axis; -1 = all slices left over.
+  # Each mesh axis spans ici x dcn devices. On CPU/GPU an explicit dcn size > 1 treats groups of
+  # consecutive devices as slices (to test multi-slice meshes on one host).
+  config.mesh.dcn_data = -1  # Data parallelism across slices (the usual multi-slice choice).
+  config.mesh.dcn_fsdp = 1
+  config.mesh.dcn_tensor = 1
   config.mesh.logical_axis_rules = DEFAULT_LOGICAL_AXIS_RULES
+  return config
+
+
+def finetune_config(task: str) -> ml_collections.ConfigDict:
+  """The fine-tuning defaults: `base_config` with the paper's fine-tuning recipe (batch 32,
+  lr 2e-5, 3 epochs, 10% warmup, length 128) and the fine-tuning ``data`` section.
+
+  Args:
+    task: classification | tagging | span_qa | multiple_choice.
+  """
+  config = base_config()
+  config.task = task
+  config.num_train_epochs = 3.0
+  config.warmup_fraction = 0.1
+  config.global_batch_size = 32
+  config.log_every_steps = 50
+  config.eval_every_steps = 1_000_000  # At the end only; lower it to follow the eval score.
+  config.checkpoint_every_steps = 1000
+  config.max_checkpoints_to_keep = 1
+  config.optimizer.learning_rate = 2e-5
+
+  data = ml_collections.ConfigDict()
+  # Examples: local files, or a TFDS dataset prepared locally (never downloaded).
+  data.train_path = ""  # GLUE TSV / CSV, SQuAD JSON, CoNLL columns or SWAG CSV.
+  data.eval_path = ""  # The eval file, same format (GLUE: dev.tsv).
+  data.tfds_name = ""  # e.g. "glue/mrpc", "squad/v1.1", "conll2003"; set = replaces the files.
+  data.tfds_data_dir = ""  # Its TFDS data folder; empty = TFDS default (TFDS_DATA_DIR).
+  data.tfds_train_split = "train"  # Split to train on (slices such as "train[:10%]" allowed).
+  data.tfds_eval_split = "validation"  # MNLI: validation_matched / validation_mismatched.
+  # Empty = init_from's vocab.txt, else the vocab in its config.json, else the embedded one.
+  data.vocab_path = ""
+  data.lowercase = True  # Uncased model; False for cased vocabs.
+  data.max_seq_length = 128  # Tokens per sequence, [CLS] and [SEP]s included.
+  data.max_train_examples = 0  # Read at most this many train examples; 0 = all.
+  data.max_eval_examples = 0  # Read at most this many eval examples; 0 = all.
+  # classification: a GLUE task (cola sst2 mrpc qqp stsb mnli mnli_mismatched qnli rte wnli)
+  # fixes layout, labels and metrics; empty = a custom CSV/TSV with a header, described by:
+  data.glue_task = ""
+  data.text_a_column = ""  # Custom file: column of the first sentence.
+  data.text_b_column = ""  # Custom file: column of the second sentence; empty = single.
+  data.label_column = ""  # Custom file: column of the label.
+  # Custom classification file: label values in id order (empty = regression on a float
+  # label); tagging: the tag set in id order (empty = the train data's tags, sorted).
+  data.label_names = ()
+  data.conll_label_column = -1  # tagging: CoNLL column holding the tag (-1 = last).
+  data.doc_stride = 128  # span_qa / tagging: sub-words between starts of overlapping windows.
+  data.max_query_length = 64  # span_qa: question tokens kept.
+  data.n_best_size = 20  # span_qa: start/end candidates per window.
+  data.max_answer_length = 30  # span_qa: longest answer, in tokens.
+  data.version_2_with_negative = False  # span_qa: SQuAD v2.0 (unanswerable questions).
+  data.null_score_diff_threshold = 0.0  # span_qa v2.0: "no answer" above this margin.
+  data.num_choices = 4  # multiple_choice: endings per example (SWAG: 4).
+  config.data = data
   return config

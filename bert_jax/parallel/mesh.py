@@ -1,73 +1,152 @@
-"""Device meshes with named axes (data, fsdp, tensor) built from the config's ``mesh`` section."""
+"""Device meshes with named axes (data, fsdp, tensor) built from the config's ``mesh`` section.
+
+Each mesh axis is the product of an in-slice (ICI) part, ``mesh.data/fsdp/tensor``, and an
+across-slice (DCN) part, ``mesh.dcn_data/dcn_fsdp/dcn_tensor``. Along an axis the slice index
+varies slowest, so collectives over the in-slice part stay on the fast interconnect.
+"""
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh
 
 from bert_jax.errors import UserInputError
 
 MESH_AXES = ("data", "fsdp", "tensor")
+DCN_AXES = tuple(f"dcn_{axis}" for axis in MESH_AXES)
 
 
 @dataclasses.dataclass(frozen=True)
 class MeshConfig:
-  """How many devices each mesh axis spans; one axis may be -1, meaning "all the rest"."""
+  """Devices per mesh axis within a slice (ici) and slices per mesh axis (dcn).
+
+  At each level one axis may be -1, meaning "all the rest" (of the devices of a slice, or of
+  the slices). ``dcn_data`` defaults to -1, so a multi-slice run is data-parallel across
+  slices without further settings and a single slice is unaffected.
+  """
   data: int = -1
   fsdp: int = 1
   tensor: int = 1
+  dcn_data: int = -1
+  dcn_fsdp: int = 1
+  dcn_tensor: int = 1
   logical_axis_rules: tuple = ()
 
+  def __post_init__(self):
+    for names, sizes in ((MESH_AXES, self.ici), (DCN_AXES, self.dcn)):
+      bad = [f"mesh.{n}={s}" for n, s in zip(names, sizes) if s == 0 or s < -1]
+      if bad:
+        raise UserInputError(f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the "
+                             "rest of the devices")
+      if sizes.count(-1) > 1:
+        raise UserInputError(f"{_shown(names, sizes)} has more than one -1; let at most one "
+                             "axis take the rest")
+
   @property
-  def requested(self) -> tuple:
+  def ici(self) -> tuple:
+    """Requested devices per axis within one slice, in `MESH_AXES` order."""
     return (self.data, self.fsdp, self.tensor)
 
+  @property
+  def dcn(self) -> tuple:
+    """Requested slices per axis, in `MESH_AXES` order."""
+    return (self.dcn_data, self.dcn_fsdp, self.dcn_tensor)
 
-def resolve_axis_sizes(requested: Sequence[int], num_devices: int) -> tuple:
-  """Replaces a single -1 by the number of devices left over and checks the product.
+
+def _shown(names, sizes) -> str:
+  return "mesh " + " ".join(f"{n}={s}" for n, s in zip(names, sizes))
+
+
+def resolve_axis_sizes(requested: Sequence[int], count: int, names=MESH_AXES,
+                       what: str = "devices") -> tuple:
+  """Replaces a single -1 by what is left of ``count`` and checks the product.
 
   Args:
-    requested: sizes per mesh axis, in `MESH_AXES` order.
-    num_devices: devices available.
+    requested: sizes per axis; at most one -1.
+    count: devices (or slices) to cover.
+    names: axis names, for the error message.
+    what: what ``count`` counts, for the error message.
 
   Returns:
-    Concrete axis sizes whose product is ``num_devices``.
+    Concrete axis sizes whose product is ``count``.
+
+  Raises:
+    UserInputError: naming the valid axis sizes (the divisors of ``count``).
   """
   sizes = list(requested)
-  unknown = [i for i, s in enumerate(sizes) if s == -1]
-  if len(unknown) > 1:
-    raise UserInputError(f"mesh {dict(zip(MESH_AXES, requested))} has more than one -1; "
-                         "let at most one axis take the rest of the devices")
+  choices = ", ".join(str(d) for d in range(1, count + 1) if count % d == 0)
   known = math.prod(s for s in sizes if s != -1)
-  if any(s == 0 or s < -1 for s in sizes) or num_devices % known:
+  if count % known:
     raise UserInputError(
-        f"mesh {dict(zip(MESH_AXES, requested))} does not divide the {num_devices} devices; "
-        "choose axis sizes whose product divides the device count (-1 takes the rest)")
-  if unknown:
-    sizes[unknown[0]] = num_devices // known
-  if math.prod(sizes) != num_devices:
+        f"{_shown(names, requested)} does not divide the {count} {what}; valid axis sizes: "
+        f"{choices}, with product {count} (-1 takes the rest)")
+  if -1 in sizes:
+    sizes[sizes.index(-1)] = count // known
+  if math.prod(sizes) != count:
     raise UserInputError(
-        f"mesh {dict(zip(MESH_AXES, sizes))} uses {math.prod(sizes)} devices but "
-        f"{num_devices} are present; set one axis to -1 or make the product match")
+        f"{_shown(names, requested)} uses {math.prod(sizes)} of the {count} {what}; make the "
+        f"product {count} from the valid axis sizes {choices}, or set one axis to -1 for the rest")
   return tuple(sizes)
+
+
+def _slice_count(devices) -> int | None:
+  """Slices the devices come from; None for devices without slices (CPU, GPU)."""
+  if not hasattr(devices[0], "slice_index"):
+    return None
+  return len({d.slice_index for d in devices})
+
+
+def axis_sizes(config: MeshConfig, devices) -> tuple:
+  """(ici sizes, dcn sizes) for ``devices``, -1s resolved.
+
+  Devices without slices (CPU, GPU) have none to go by: an explicit dcn size there splits the
+  devices into that many groups of consecutive devices standing in for slices, so multi-slice
+  meshes can be tested on one host.
+  """
+  slices = _slice_count(devices)
+  if slices is None:
+    slices = math.prod(s for s in config.dcn if s != -1)
+  if len(devices) % slices:
+    raise UserInputError(
+        f"{_shown(DCN_AXES, config.dcn)} asks for {slices} slices, which does not divide the "
+        f"{len(devices)} devices; valid slice counts: "
+        + ", ".join(str(d) for d in range(1, len(devices) + 1) if len(devices) % d == 0))
+  dcn = resolve_axis_sizes(config.dcn, slices, DCN_AXES, "slices")
+  ici = resolve_axis_sizes(config.ici, len(devices) // slices, MESH_AXES,
+                           "devices" if slices == 1 else "devices of each slice")
+  return ici, dcn
+
+
+def _stand_in_hybrid_mesh(ici, dcn, devices) -> np.ndarray:
+  """Consecutive device groups as slices, laid out as `create_hybrid_device_mesh` lays out real
+  slices: along every axis the slice index varies slowest."""
+  grouped = np.asarray(devices).reshape(tuple(dcn) + tuple(ici))
+  interleaved = [i for pair in zip(range(len(ici)), range(len(ici), 2 * len(ici))) for i in pair]
+  return grouped.transpose(interleaved).reshape([d * i for d, i in zip(dcn, ici)])
 
 
 def make_mesh(config: MeshConfig, devices=None) -> Mesh:
   """Builds the device mesh with Auto axis types (GSPMD propagation between constraints).
 
   Args:
-    config: axis sizes.
-    devices: devices to use (default: all of them, across every process).
+    config: axis sizes within and across slices.
+    devices: devices to use (default: all of them, across every process); may be the
+      devices of a TPU topology description, for ahead-of-time compilation.
 
   Returns:
-    A `Mesh` with axes `MESH_AXES`.
+    A `Mesh` with axes `MESH_AXES`, each of size ici x dcn.
   """
   devices = jax.devices() if devices is None else list(devices)
-  sizes = resolve_axis_sizes(config.requested, len(devices))
-  if devices == jax.devices():
-    return jax.make_mesh(sizes, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
-  return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES,
-              axis_types=(AxisType.Auto,) * len(MESH_AXES))
+  ici, dcn = axis_sizes(config, devices)
+  if math.prod(dcn) == 1:
+    array = mesh_utils.create_device_mesh(ici, devices, allow_split_physical_axes=True)
+  elif _slice_count(devices) is None:
+    array = _stand_in_hybrid_mesh(ici, dcn, devices)
+  else:
+    array = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices,
+                                                 allow_split_physical_axes=True)
+  return Mesh(array, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
