@@ -12,10 +12,11 @@ import optax
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.heads import BertForSequenceClassification
+from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassificationTask:
+class ClassificationTask(WeightedRowsTask):
   """Sentence (pair) classification over ``num_labels`` classes, or regression if 1."""
   model_config: ModelConfig
   max_seq_length: int
@@ -27,24 +28,12 @@ class ClassificationTask:
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the classification data's schema."""
-    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
-    length = self.max_seq_length
-    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
-            "input_mask": np.ones((batch_size, length), np.int32),
-            "labels": np.zeros((batch_size,), np.float32 if self.is_regression else np.int32),
-            "example_weight": np.zeros((batch_size,), np.float32),
-            "row_id": np.full((batch_size,), -1, np.int32)}
+    return dict(encoder_batch((batch_size, self.max_seq_length), batch_size),
+                labels=np.zeros((batch_size,), np.float32 if self.is_regression else np.int32))
 
   def model(self, deterministic: bool) -> BertForSequenceClassification:
     return BertForSequenceClassification(self.model_config, self.num_labels,
                                          deterministic=deterministic)
-
-  def model_inputs(self, batch):
-    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-
-  def denominators(self, batch):
-    """Real rows of the global batch."""
-    return {"examples": jnp.maximum(jnp.sum(batch["example_weight"]), 1.0)}
 
   def loss_and_sums(self, outputs, batch, denominators):
     """Mean loss over real rows, and loss / accuracy (or squared error) sums."""
@@ -59,11 +48,6 @@ class ClassificationTask:
       sums["accuracy"] = jnp.sum((jnp.argmax(logits_BC, -1) == labels_B) * weights_B)
     sums["loss"] = jnp.sum(loss_B * weights_B)
     return sums["loss"] / denominators["examples"], sums
-
-  def metrics_from_sums(self, sums):
-    """Per-example means (the loss is the MSE for regression)."""
-    examples = max(float(sums["examples"]), 1.0)
-    return {key: float(sums[key]) / examples for key in sums if key != "examples"}
 
   def predictions(self, outputs, batch):
     """The logits (regression: the score in column 0) of every row, [B, num_labels]."""

@@ -16,6 +16,7 @@ from bert_jax.models import layers
 from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
+from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 
 
 class BertForMultipleChoice(nn.Module):
@@ -36,7 +37,7 @@ class BertForMultipleChoice(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class MultipleChoiceTask:
+class MultipleChoiceTask(WeightedRowsTask):
   """Softmax cross-entropy over the C choices of each example."""
   model_config: ModelConfig
   max_seq_length: int
@@ -44,21 +45,11 @@ class MultipleChoiceTask:
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the multiple-choice data's schema."""
-    shape = (batch_size, self.num_choices, self.max_seq_length)
-    return {"input_ids": np.zeros(shape, np.int32), "token_type_ids": np.zeros(shape, np.int32),
-            "input_mask": np.ones(shape, np.int32), "labels": np.zeros((batch_size,), np.int32),
-            "example_weight": np.zeros((batch_size,), np.float32),
-            "row_id": np.full((batch_size,), -1, np.int32)}
+    return dict(encoder_batch((batch_size, self.num_choices, self.max_seq_length), batch_size),
+                labels=np.zeros((batch_size,), np.int32))
 
   def model(self, deterministic: bool) -> BertForMultipleChoice:
     return BertForMultipleChoice(self.model_config, deterministic=deterministic)
-
-  def model_inputs(self, batch):
-    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-
-  def denominators(self, batch):
-    """Real examples of the global batch."""
-    return {"examples": jnp.maximum(jnp.sum(batch["example_weight"]), 1.0)}
 
   def loss_and_sums(self, outputs, batch, denominators):
     """Mean cross-entropy over the real examples, and loss / accuracy sums."""
@@ -70,11 +61,6 @@ class MultipleChoiceTask:
             "accuracy": jnp.sum((jnp.argmax(logits_BC, -1) == labels_B) * weights_B),
             "examples": jnp.sum(weights_B)}
     return sums["loss"] / denominators["examples"], sums
-
-  def metrics_from_sums(self, sums):
-    examples = max(float(sums["examples"]), 1.0)
-    return {"loss": float(sums["loss"]) / examples,
-            "accuracy": float(sums["accuracy"]) / examples}
 
   def predictions(self, outputs, batch):
     """The choice scores, [B, C]."""

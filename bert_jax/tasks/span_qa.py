@@ -15,6 +15,7 @@ import optax
 from bert_jax.models import layers
 from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
+from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 
 
 class BertForSpanQa(nn.Module):
@@ -34,30 +35,19 @@ class BertForSpanQa(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class SpanQaTask:
+class SpanQaTask(WeightedRowsTask):
   """Softmax over the row's positions for the answer's start and for its end."""
   model_config: ModelConfig
   max_seq_length: int
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the SQuAD data's schema."""
-    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
-    length = self.max_seq_length
-    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
-            "input_mask": np.ones((batch_size, length), np.int32),
-            "start_positions": ints(batch_size), "end_positions": ints(batch_size),
-            "example_weight": np.zeros((batch_size,), np.float32),
-            "row_id": np.full((batch_size,), -1, np.int32)}
+    positions = np.zeros((batch_size,), np.int32)
+    return dict(encoder_batch((batch_size, self.max_seq_length), batch_size),
+                start_positions=positions, end_positions=positions.copy())
 
   def model(self, deterministic: bool) -> BertForSpanQa:
     return BertForSpanQa(self.model_config, deterministic=deterministic)
-
-  def model_inputs(self, batch):
-    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
-
-  def denominators(self, batch):
-    """Real rows of the global batch."""
-    return {"examples": jnp.maximum(jnp.sum(batch["example_weight"]), 1.0)}
 
   def loss_and_sums(self, outputs, batch, denominators):
     """Mean over rows of (start CE + end CE) / 2, and loss / accuracy sums."""
@@ -71,11 +61,6 @@ class SpanQaTask:
       sums[f"{end}_accuracy"] = jnp.sum((jnp.argmax(logits_BL, -1) == labels_B) * weights_B)
     sums["loss"] = jnp.sum(loss_B * weights_B)
     return sums["loss"] / denominators["examples"], sums
-
-  def metrics_from_sums(self, sums):
-    examples = max(float(sums["examples"]), 1.0)
-    return {key: float(sums[key]) / examples
-            for key in ("loss", "start_accuracy", "end_accuracy")}
 
   def predictions(self, outputs, batch):
     """The start and end logits of every row, [B, L] each (post-processed on the host)."""

@@ -16,6 +16,7 @@ from bert_jax.models import layers
 from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
+from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 
 
 class BertForTokenTagging(nn.Module):
@@ -35,7 +36,7 @@ class BertForTokenTagging(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class TaggingTask:
+class TaggingTask(WeightedRowsTask):
   """Per-token softmax cross-entropy over ``num_labels`` labels at the weighted positions."""
   model_config: ModelConfig
   max_seq_length: int
@@ -43,20 +44,12 @@ class TaggingTask:
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the tagging data's schema."""
-    ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
-    length = self.max_seq_length
-    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
-            "input_mask": np.ones((batch_size, length), np.int32),
-            "label_ids": ints(batch_size, length),
-            "label_weights": np.zeros((batch_size, length), np.float32),
-            "example_weight": np.zeros((batch_size,), np.float32),
-            "row_id": np.full((batch_size,), -1, np.int32)}
+    shape = (batch_size, self.max_seq_length)
+    return dict(encoder_batch(shape, batch_size), label_ids=np.zeros(shape, np.int32),
+                label_weights=np.zeros(shape, np.float32))
 
   def model(self, deterministic: bool) -> BertForTokenTagging:
     return BertForTokenTagging(self.model_config, self.num_labels, deterministic=deterministic)
-
-  def model_inputs(self, batch):
-    return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]
 
   def _weights(self, batch):
     return batch["label_weights"].astype(jnp.float32) * batch["example_weight"][:, None]
