@@ -101,8 +101,11 @@ def test_memory_is_linear_in_length():
   length = 2048
   x_BLHD = jnp.zeros((1, length, 1, 4))
   segment_ids_BL = jnp.ones((1, length), jnp.int32)
-  loss = lambda q, k, v: jnp.sum(local.local_attention(
-      q, k, v, segment_ids_BL, chunk_len=32, n_chunks_before=1, n_chunks_after=1, causal=True))
+
+  def loss(q, k, v):
+    return jnp.sum(local.local_attention(
+        q, k, v, segment_ids_BL, chunk_len=32, n_chunks_before=1, n_chunks_after=1, causal=True))
+
   jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(x_BLHD, x_BLHD, x_BLHD).jaxpr
   shapes = [aval.shape for aval in _avals(jaxpr) if hasattr(aval, "shape")]
   assert not any(sum(dim >= length for dim in shape) >= 2 for shape in shapes)
