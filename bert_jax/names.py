@@ -1,0 +1,43 @@
+"""The project's shared vocabulary, named once: logical axes, mesh axes, tasks, model families.
+
+Modules refer to these constants instead of repeating string literals, so a rename is one edit
+and a typo is a NameError rather than a silently unsharded tensor or an unknown task.
+"""
+
+# Logical axis names of parameters (`nn.with_logical_partitioning`).
+EMBED = "embed"
+VOCAB = "vocab"
+HEADS = "heads"
+KV = "kv"
+MLP = "mlp"
+NORM = "norm"
+POSITIONS = "positions"
+TOKEN_TYPES = "token_types"
+CLASSES = "classes"
+LAYERS = "layers"
+
+# Logical axis names of activations (`nn.with_logical_constraint` at block boundaries).
+ACTIVATION_BATCH = "activation_batch"
+ACTIVATION_LENGTH = "activation_length"
+ACTIVATION_EMBED = "activation_embed"
+ACTIVATION_HEADS = "activation_heads"
+ACTIVATION_MLP = "activation_mlp"
+
+# Mesh axis names (within a slice; the across-slice parts are "dcn_" + these).
+DATA = "data"
+FSDP = "fsdp"
+TENSOR = "tensor"
+MESH_AXES = (DATA, FSDP, TENSOR)
+
+# What `bert_jax.main` can run (`config.task`).
+PRETRAINING = "pretraining"
+CLASSIFICATION = "classification"
+TAGGING = "tagging"
+SPAN_QA = "span_qa"
+MULTIPLE_CHOICE = "multiple_choice"
+FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE)
+TASKS = (PRETRAINING,) + FINETUNING_TASKS
+
+# Model families (`config.model.family`).
+BERT = "bert"
+FAMILIES = (BERT,)

@@ -1,0 +1,134 @@
+"""The workdir layout (a contract, see README "Workdir"), named in one place.
+
+  <workdir>/config.json          the resolved config of the run
+  <workdir>/vocab.txt            the vocab of converted weights (runs name theirs in config.json)
+  <workdir>/checkpoints/<step>/  Orbax checkpoints
+  <workdir>/metrics.jsonl        one JSON object per logged step
+  <workdir>/tensorboard/         TensorBoard event files
+  <workdir>/profile/             profiler traces
+  <workdir>/run.lock             the lock of the run that owns the workdir
+
+Paths go through `etils.epath`, so a workdir may be local or on ``gs://``. This module only
+names paths and reads small JSON files; writing checkpoints is `bert_jax.train`'s job.
+"""
+
+import dataclasses
+import json
+
+from etils import epath
+
+from bert_jax.errors import UserInputError
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+CHECKPOINTS_DIR = "checkpoints"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+PROFILE_DIR = "profile"
+LOCK_FILE = "run.lock"
+# The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only).
+STATE_ITEM = "state"
+
+
+@dataclasses.dataclass(frozen=True)
+class Workdir:
+  """A run directory and the paths inside it.
+
+  Attributes:
+    path: the workdir itself.
+  """
+  path: epath.Path
+
+  @classmethod
+  def at(cls, path) -> "Workdir":
+    return cls(epath.Path(path))
+
+  @property
+  def config_json(self) -> epath.Path:
+    return self.path / CONFIG_FILE
+
+  @property
+  def vocab(self) -> epath.Path:
+    return self.path / VOCAB_FILE
+
+  @property
+  def checkpoints(self) -> epath.Path:
+    return self.path / CHECKPOINTS_DIR
+
+  @property
+  def metrics(self) -> epath.Path:
+    return self.path / METRICS_FILE
+
+  @property
+  def tensorboard(self) -> epath.Path:
+    return self.path / TENSORBOARD_DIR
+
+  @property
+  def profile(self) -> epath.Path:
+    return self.path / PROFILE_DIR
+
+  @property
+  def lock(self) -> epath.Path:
+    return self.path / LOCK_FILE
+
+  def checkpoint(self, step: int) -> epath.Path:
+    return self.checkpoints / str(step)
+
+  def checkpoint_steps(self) -> list[int]:
+    """The steps of ``checkpoints/<step>`` directories, ascending (finished or not)."""
+    if not self.checkpoints.is_dir():
+      return []
+    return sorted(int(p.name) for p in self.checkpoints.iterdir() if p.name.isdigit())
+
+  def has_checkpoints(self) -> bool:
+    return bool(self.checkpoint_steps())
+
+  def read_config(self) -> dict:
+    """The parsed ``config.json``; {} if there is none."""
+    if not self.config_json.exists():
+      return {}
+    try:
+      return json.loads(self.config_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+      raise UserInputError(f"{self.config_json} is not valid JSON ({error}); restore it or "
+                           "use a new workdir") from None
+
+  def resolve(self, relative_or_absolute: str) -> str:
+    """A path stored in the workdir's config.json, made absolute against the workdir.
+
+    Paths inside the workdir are stored relative to it so a workdir can be moved or copied.
+    """
+    if not relative_or_absolute:
+      return relative_or_absolute
+    path = epath.Path(relative_or_absolute)
+    return str(path if path.is_absolute() or "://" in relative_or_absolute
+               else self.path / path)
+
+
+def find_checkpoint(path) -> epath.Path:
+  """Resolves a workdir, its ``checkpoints/`` or one ``checkpoints/<step>`` to a step directory.
+
+  Args:
+    path: the directory the user named.
+
+  Returns:
+    The newest ``checkpoints/<step>`` directory (or ``path`` itself if it is one).
+
+  Raises:
+    UserInputError: there is no checkpoint there.
+  """
+  path = epath.Path(path)
+  if (path / STATE_ITEM).exists():
+    return path
+  directory = path / CHECKPOINTS_DIR if (path / CHECKPOINTS_DIR).exists() else path
+  steps = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if (
+      directory.is_dir()) else []
+  if not steps:
+    raise UserInputError(f"{path} holds no checkpoint; point at a workdir, its checkpoints/ "
+                         "directory or one checkpoints/<step> directory")
+  return directory / str(steps[-1])
+
+
+def of_checkpoint(step_dir) -> Workdir:
+  """The workdir a ``checkpoints/<step>`` directory belongs to."""
+  return Workdir(epath.Path(step_dir).parent.parent)
