@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import transformers
 
-from bert_jax.data import default_corpus, finetune_config, glue, glue_data, tokenization
+from bert_jax.data import default_corpus, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import classification_metrics
+from bert_jax.tasks import finetune_config
+from bert_jax.tasks.classification import data as glue_data
+from bert_jax.tasks.classification import metrics as classification_metrics
+from bert_jax.tasks.classification import reader as glue
 from tests import finetune_fixtures
 
 

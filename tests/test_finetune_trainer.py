@@ -7,12 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus, finetune_batches
+from bert_jax.data import default_corpus
 from bert_jax.default_config import finetune_config
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax import names
+from bert_jax.tasks import feature_batches as finetune_batches
 from bert_jax.tasks import registry
-from bert_jax.tasks.classification import ClassificationTask
+from bert_jax.tasks.classification.objective import ClassificationTask
 from bert_jax.train import flops, init_from, settings
 from tests import finetune_fixtures, helpers
 
@@ -154,6 +156,12 @@ def test_mismatches_are_reported_together():
   assert init_from.mismatch_problems({"bert/pooler/kernel": (128, 128)}, wanted) == [
       "this model has 1 encoder parameters the checkpoint lacks, e.g. "
       "bert/encoder/layer_0/output/kernel: match model.num_layers / scan_layers / reversible"]
+
+
+def test_the_registry_covers_exactly_the_named_tasks():
+  assert list(registry.MAKE_TASK) == list(names.TASKS)
+  assert list(registry.MAKE_FINETUNING_DATA) == list(names.FINETUNING_TASKS)
+  assert set(settings.TASKS) == set(names.TASKS)
 
 
 def test_vocab_comes_from_the_flag_then_init_from(tmp_path):

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from bert_jax.data import default_corpus
-from bert_jax.data import swag
-from bert_jax.data import swag_features
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
-from bert_jax.tasks import multiple_choice
+from bert_jax.tasks.multiple_choice import features as swag_features
+from bert_jax.tasks.multiple_choice import objective as multiple_choice
+from bert_jax.tasks.multiple_choice import reader as swag
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures

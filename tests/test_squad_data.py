@@ -7,15 +7,12 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bert_jax.data import (
-  default_corpus,
-  squad_data,
-  squad_features,
-  squad_reader,
-  tokenization,
-)
-from bert_jax.data.finetune_config import FinetuneDataConfig
+from bert_jax.data import default_corpus, tokenization
 from bert_jax.errors import UserInputError
+from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.span_qa import data as squad_data
+from bert_jax.tasks.span_qa import features as squad_features
+from bert_jax.tasks.span_qa import reader as squad_reader
 from tests.test_squad_finetune import squad_json, write_squad_files
 
 CONTEXT = "The first known use of this word was in 1539. It spread to France."

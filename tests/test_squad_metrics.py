@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from bert_jax.tasks import squad_metrics
+from bert_jax.tasks.span_qa import metrics as squad_metrics
 
 # (gold answers, prediction): punctuation, articles, unicode, empty answers, several golds.
 CASES = {

@@ -7,13 +7,10 @@ logits are set by hand at chosen words of chosen windows.
 import numpy as np
 import pytest
 
-from bert_jax.data import (
-  default_corpus,
-  squad_features,
-  squad_postprocess,
-  tokenization,
-)
-from bert_jax.data.squad_reader import SquadExample
+from bert_jax.data import default_corpus, tokenization
+from bert_jax.tasks.span_qa import features as squad_features
+from bert_jax.tasks.span_qa import postprocess as squad_postprocess
+from bert_jax.tasks.span_qa.reader import SquadExample
 
 CONTEXT = ("Anarchism is a political philosophy that advocates self-governed societies based on "
            "voluntary institutions. These are often described as stateless societies, although "

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from seqeval import metrics as seqeval_metrics
 
-from bert_jax.data import conll
-from bert_jax.data import conll_features
 from bert_jax.data import default_corpus
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
-from bert_jax.tasks import tagging
-from bert_jax.tasks import tagging_metrics
+from bert_jax.tasks.tagging import features as conll_features
+from bert_jax.tasks.tagging import metrics as tagging_metrics
+from bert_jax.tasks.tagging import objective as tagging
+from bert_jax.tasks.tagging import reader as conll
 
 # The opening of CoNLL-2003's English training file, with a second document, two blank lines in
 # a row and no blank line at the very end.

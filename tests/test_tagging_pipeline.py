@@ -7,12 +7,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from bert_jax.data import conll
-from bert_jax.data import conll_data
 from bert_jax.data import default_corpus
-from bert_jax.data import finetune_config
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
+from bert_jax.tasks import finetune_config
+from bert_jax.tasks.tagging import data as conll_data
+from bert_jax.tasks.tagging import reader as conll
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures

@@ -1,32 +1,37 @@
-"""Sequence-level task heads on the shared encoder (GLUE classification and regression)."""
+"""The output head every fine-tuning task puts on the encoder: dropout, then a dense layer.
 
-import flax.linen as nn
+Task models (`bert_jax.tasks.*.model`) call `output_head` inside their own compact
+``__call__``, so the dense layer's parameters sit directly under the head's name
+(``classifier/kernel``, ``tagger/bias``, ...) and the dropout draws from the task model's own
+``dropout`` stream, as when each task spelled the two layers out itself.
+"""
+
 import jax.numpy as jnp
 
+from bert_jax import names
 from bert_jax.models import layers
-from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 
 
-class BertForSequenceClassification(nn.Module):
-  """BERT with the "classifier" head: dropout, then a dense layer on the pooled [CLS] output.
+def output_head(config: ModelConfig, x_BxD, num_outputs: int, *, name: str, dropout: bool,
+                deterministic: bool):
+  """Optional dropout, then a dense layer from the last axis of ``x_BxD`` to ``num_outputs``.
 
-  Attributes:
-    config: the model configuration (the head's dropout is ``hidden_dropout_rate``).
-    num_labels: outputs; 1 makes the head a regressor (one score per example).
+  Call it from a module's compact method: its layers become that module's children.
+
+  Args:
+    config: the model configuration (the dropout is ``hidden_dropout_rate``).
+    x_BxD: encoder outputs [..., hidden_size] (pooled [B, D] or per token [B, L, D]).
+    num_outputs: outputs per vector (labels, 2 for start/end, 1 for a score).
+    name: the dense layer's name, i.e. the head's top-level name in the params tree.
+    dropout: apply dropout first (the original BERT SQuAD head has none).
     deterministic: disables dropout (evaluation).
-  """
-  config: ModelConfig
-  num_labels: int
-  deterministic: bool = True
 
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """Returns {"logits": float32 [B, num_labels]}."""
-    _, pooled_BD = BertEncoder(self.config, self.deterministic, name="bert")(
-        input_ids_BL, token_type_ids_BL, input_mask_BL)
-    pooled_BD = Dropout(self.config.hidden_dropout_rate)(pooled_BD, self.deterministic)
-    logits_BC = layers.dense(self.config, self.num_labels, ("embed", "classes"),
-                             "classifier")(pooled_BD)
-    return {"logits": logits_BC.astype(jnp.float32)}
+  Returns:
+    float32 [..., num_outputs] logits.
+  """
+  if dropout:
+    x_BxD = Dropout(config.hidden_dropout_rate)(x_BxD, deterministic)
+  logits = layers.dense(config, num_outputs, (names.EMBED, names.CLASSES), name)(x_BxD)
+  return logits.astype(jnp.float32)

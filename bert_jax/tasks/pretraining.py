@@ -108,5 +108,14 @@ class PretrainingTask:
     return metrics
 
 
+def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingTask:
+  """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
+  del data
+  # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
+  return PretrainingTask(model_config, data_config.max_seq_length,
+                         data_config.max_predictions_per_seq,
+                         use_nsp=data_config.objective != "none")
+
+
 def sum_trees(a, b):
   return jax.tree.map(jnp.add, a, b)

@@ -1,40 +1,48 @@
 """Task dispatch: ``config.task`` -> the objective (``make_task``) and its data (``make_data``).
 
-Fine-tuning tasks live in their own modules, imported by name when a run needs them:
+Every task of `bert_jax.names.TASKS` is one entry here, imported like any other module:
 
-  task             data module (``make_data``)    task module (``make_task``)
-  classification   bert_jax.data.glue_data        bert_jax.tasks.classification
-  tagging          bert_jax.data.conll_data       bert_jax.tasks.tagging
-  span_qa          bert_jax.data.squad_data       bert_jax.tasks.span_qa
-  multiple_choice  bert_jax.data.swag_data        bert_jax.tasks.multiple_choice
+  task             package (data object, objective)
+  pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
+  classification   bert_jax.tasks.classification
+  tagging          bert_jax.tasks.tagging
+  span_qa          bert_jax.tasks.span_qa
+  multiple_choice  bert_jax.tasks.multiple_choice
 
-A data module's ``make_data(data_config, tokenizer)`` returns an object with ``batches``,
-``eval_metrics`` and ``num_train_examples`` (see `bert_jax.data.finetune_batches`); a task
-module's ``make_task(model_config, data_config, data)`` returns the objective, sized from
-``data`` where the data decides it (e.g. a tag set read from the train file).
+A fine-tuning package's ``data.make_data(data_config, tokenizer)`` returns a
+`bert_jax.tasks.feature_batches.FeatureData`; every ``make_task(model_config, data_config,
+data)`` returns the objective, sized from ``data`` where the data decides it (e.g. a tag set
+read from the train file).
 """
 
-import importlib
-import json
-from typing import NamedTuple
-
+from bert_jax import names
+from bert_jax import workdir as workdir_lib
 from bert_jax.data import default_corpus, pretraining_pipeline, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks.pretraining import PretrainingTask
-from bert_jax.train import init_from as init_from_lib
+from bert_jax.tasks import pretraining
+from bert_jax.tasks.classification import data as classification_data
+from bert_jax.tasks.classification import objective as classification_objective
+from bert_jax.tasks.multiple_choice import data as multiple_choice_data
+from bert_jax.tasks.multiple_choice import objective as multiple_choice_objective
+from bert_jax.tasks.span_qa import data as span_qa_data
+from bert_jax.tasks.span_qa import objective as span_qa_objective
+from bert_jax.tasks.tagging import data as tagging_data
+from bert_jax.tasks.tagging import objective as tagging_objective
 
-
-class FinetuneModules(NamedTuple):
-  data: str  # Has make_data(data_config, tokenizer).
-  task: str  # Has make_task(model_config, data_config, data).
-
-
-FINETUNE_MODULES = {
-    "classification": FinetuneModules("bert_jax.data.glue_data", "bert_jax.tasks.classification"),
-    "tagging": FinetuneModules("bert_jax.data.conll_data", "bert_jax.tasks.tagging"),
-    "span_qa": FinetuneModules("bert_jax.data.squad_data", "bert_jax.tasks.span_qa"),
-    "multiple_choice": FinetuneModules("bert_jax.data.swag_data",
-                                       "bert_jax.tasks.multiple_choice"),
+# config.task -> make_task(model_config, data_config, data) of its objective.
+MAKE_TASK = {
+    names.PRETRAINING: pretraining.make_task,
+    names.CLASSIFICATION: classification_objective.make_task,
+    names.TAGGING: tagging_objective.make_task,
+    names.SPAN_QA: span_qa_objective.make_task,
+    names.MULTIPLE_CHOICE: multiple_choice_objective.make_task,
+}
+# Fine-tuning config.task -> make_data(data_config, tokenizer) of its data object.
+MAKE_FINETUNING_DATA = {
+    names.CLASSIFICATION: classification_data.make_data,
+    names.TAGGING: tagging_data.make_data,
+    names.SPAN_QA: span_qa_data.make_data,
+    names.MULTIPLE_CHOICE: multiple_choice_data.make_data,
 }
 
 
@@ -46,15 +54,9 @@ def make_task(settings, data=None):
     data: the data object of `make_data` (fine-tuning tasks need it; pretraining does not).
   """
   task = settings.trainer.task
-  if task == "pretraining":
-    # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
-    return PretrainingTask(settings.model, settings.data.max_seq_length,
-                           settings.data.max_predictions_per_seq,
-                           use_nsp=settings.data.objective != "none")
-  if data is None:
+  if data is None and task != names.PRETRAINING:
     raise ValueError(f"task {task!r} is sized by its data; pass make_data's result")
-  return _import(FINETUNE_MODULES[task].task, task).make_task(settings.model, settings.data,
-                                                              data)
+  return MAKE_TASK[task](settings.model, settings.data, data)
 
 
 def make_data(settings):
@@ -64,7 +66,7 @@ def make_data(settings):
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
-  if settings.trainer.task == "pretraining":
+  if settings.trainer.task == names.PRETRAINING:
     return pretraining_pipeline.PretrainingData(settings.data,
                                                 model_vocab_size=settings.model.vocab_size)
   vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.trainer.init_from)
@@ -74,8 +76,7 @@ def make_data(settings):
         f"vocab {vocab_path} has {tokenizer.vocab_size} entries but model.vocab_size is "
         f"{settings.model.vocab_size}; set model.vocab_size={tokenizer.vocab_size} or "
         "data.vocab_path to the vocab the pretrained model was trained with")
-  task = settings.trainer.task
-  return _import(FINETUNE_MODULES[task].data, task).make_data(settings.data, tokenizer)
+  return MAKE_FINETUNING_DATA[settings.trainer.task](settings.data, tokenizer)
 
 
 def resolve_vocab_path(vocab_path: str, init_from: str) -> str:
@@ -84,27 +85,20 @@ def resolve_vocab_path(vocab_path: str, init_from: str) -> str:
   An explicit ``data.vocab_path`` wins; else ``<init_from>/vocab.txt`` (converted weights carry
   their vocab); else the vocab that ``<init_from>/config.json`` names, or, if it names none,
   the one its own ``init_from`` resolves to (a model fine-tuned twice keeps its vocab); else the
-  embedded default vocab.
+  embedded default vocab. Paths a config.json stores relative to its workdir are read so.
+
+  Raises:
+    UserInputError: ``init_from`` (or one it leads to) holds no checkpoint.
   """
   seen = set()
   while not vocab_path and init_from:
-    workdir = init_from_lib.find_checkpoint(init_from).parent.parent
-    if (workdir / "vocab.txt").exists():
-      return str(workdir / "vocab.txt")
-    if workdir in seen or not (workdir / "config.json").exists():
+    run = workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
+    if run.vocab.exists():
+      return str(run.vocab)
+    if run.path in seen or not run.config_json.exists():
       break
-    seen.add(workdir)
-    stored = json.loads((workdir / "config.json").read_text())
-    vocab_path = stored.get("data", {}).get("vocab_path", "")
-    init_from = stored.get("init_from", "")
+    seen.add(run.path)
+    stored = run.read_config()
+    vocab_path = run.resolve(stored.get("data", {}).get("vocab_path", ""))
+    init_from = run.resolve(stored.get("init_from", ""))
   return vocab_path or default_corpus.default_vocab_path()
-
-
-def _import(name: str, task: str):
-  try:
-    return importlib.import_module(name)
-  except ModuleNotFoundError as error:
-    if error.name != name:
-      raise
-    raise UserInputError(f"task={task!r} needs {name}, which this installation lacks; "
-                         f"choose one of the tasks it has") from None

@@ -9,11 +9,11 @@ from typing import Any
 
 import ml_collections
 
-from bert_jax.data.finetune_config import FinetuneDataConfig
 from bert_jax.data.pretraining_pipeline import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
+from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 
 TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice")

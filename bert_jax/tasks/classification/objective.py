@@ -11,7 +11,7 @@ import numpy as np
 import optax
 
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.heads import BertForSequenceClassification
+from bert_jax.tasks.classification.model import BertForSequenceClassification
 from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 
 

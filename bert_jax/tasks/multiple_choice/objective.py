@@ -1,39 +1,18 @@
-"""Multiple choice (SWAG): one score per choice from the pooled [CLS] vector, softmax over choices.
+"""Multiple choice (SWAG): softmax cross-entropy over the scores of an example's choices.
 
-The C choices of an example are encoded as C independent rows ([B, C, L] -> [B*C, L]); the
-"choice_head" (dropout, then a dense layer to one score) is the only new parameter, as in the
-BERT paper (section 4.4).
+The model (`model`) scores each choice from its pooled [CLS] vector; rows of ``example_weight``
+0 (eval padding) count nowhere.
 """
 
 import dataclasses
 
-import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax.models import layers
-from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.dropout import Dropout
+from bert_jax.tasks.multiple_choice.model import BertForMultipleChoice
 from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
-
-
-class BertForMultipleChoice(nn.Module):
-  """BERT scoring each choice row; the scores of an example's choices are its logits."""
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BCL, token_type_ids_BCL, input_mask_BCL):
-    """Returns {"logits": float32 [B, C]}."""
-    batch, choices, length = input_ids_BCL.shape
-    flat = lambda x: x.reshape(batch * choices, length)  # pylint: disable=unnecessary-lambda-assignment
-    _, pooled_ND = BertEncoder(self.config, self.deterministic, name="bert")(
-        flat(input_ids_BCL), flat(token_type_ids_BCL), flat(input_mask_BCL))
-    pooled_ND = Dropout(self.config.hidden_dropout_rate)(pooled_ND, self.deterministic)
-    scores_N1 = layers.dense(self.config, 1, ("embed", "classes"), "choice_head")(pooled_ND)
-    return {"logits": scores_N1.reshape(batch, choices).astype(jnp.float32)}
 
 
 @dataclasses.dataclass(frozen=True)

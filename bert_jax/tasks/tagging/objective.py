@@ -1,38 +1,19 @@
 """Token classification (NER, POS, chunking): a per-token label head on the shared encoder.
 
 Only positions with ``label_weights`` 1 (each word's first sub-word, see
-`bert_jax.data.conll_features`) count in the loss and the metrics; rows of ``example_weight``
+`features`) count in the loss and the metrics; rows of ``example_weight``
 0 (eval padding) count nowhere.
 """
 
 import dataclasses
 
-import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax.models import layers
-from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.dropout import Dropout
+from bert_jax.tasks.tagging.model import BertForTokenTagging
 from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
-
-
-class BertForTokenTagging(nn.Module):
-  """BERT with the "tagger" head: dropout, then one dense layer from each token to its labels."""
-  config: ModelConfig
-  num_labels: int
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """Returns {"logits": float32 [B, L, num_labels]}."""
-    x_BLD, _ = BertEncoder(self.config, self.deterministic, name="bert")(
-        input_ids_BL, token_type_ids_BL, input_mask_BL)
-    x_BLD = Dropout(self.config.hidden_dropout_rate)(x_BLD, self.deterministic)
-    logits_BLK = layers.dense(self.config, self.num_labels, ("embed", "classes"), "tagger")(x_BLD)
-    return {"logits": logits_BLK.astype(jnp.float32)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 For each feature the ``n_best_size`` highest start and end logits are paired; a pair is a
 candidate when both ends lie in the context, the start token has its max context in this window
-(see `squad_features`), the end is not before the start and the span has at most
+(see `features.squad_features`), the end is not before the start and the span has at most
 ``max_answer_length`` tokens. An example's answer is its best candidate (start + end logit) over
 all its windows, cut from the original context through the tokens' character offsets.
 
@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from bert_jax.data.squad_features import NOT_CONTEXT
+from bert_jax.tasks.span_qa.features import NOT_CONTEXT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,8 @@ def predict_answers(examples, features, start_logits, end_logits, options=Answer
   """The answer text of every example.
 
   Args:
-    examples: the :class:`bert_jax.data.squad_reader.SquadExample` list the features came from.
-    features: their :class:`bert_jax.data.squad_features.SquadFeatures`.
+    examples: the :class:`bert_jax.tasks.span_qa.reader.SquadExample` list the features came from.
+    features: their :class:`bert_jax.tasks.span_qa.features.SquadFeatures`.
     start_logits: float [F, L] start logits of every feature, in feature order.
     end_logits: float [F, L] end logits.
     options: :class:`AnswerOptions`.

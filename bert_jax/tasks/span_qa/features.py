@@ -111,7 +111,7 @@ def squad_features(examples, tokenizer, *, max_seq_length, max_query_length, doc
   """Builds the features of ``examples``.
 
   Args:
-    examples: :class:`bert_jax.data.squad_reader.SquadExample` list.
+    examples: :class:`bert_jax.tasks.span_qa.reader.SquadExample` list.
     tokenizer: a `bert_jax.data.tokenization.WordPieceTokenizer` (it gives character offsets).
     max_seq_length: L.
     max_query_length: question tokens kept.

@@ -1,20 +1,20 @@
 """The token-classification data of a fine-tuning run: CoNLL files or TFDS ``conll2003``.
 
-Sentences are read once (`bert_jax.data.conll`), turned into first-sub-word features with
-windows over long sentences (`bert_jax.data.conll_features`), and batched by the shared
-fine-tuning contract (`bert_jax.data.finetune_batches`). Eval predictions are mapped back to
-one label per word of every eval sentence and scored with seqeval.
+Sentences are read once (`reader`), turned into first-sub-word features with windows over long
+sentences (`features`), and batched by the shared fine-tuning contract
+(`bert_jax.tasks.feature_batches`). Eval predictions are mapped back to one label per word of
+every eval sentence and scored with seqeval (`metrics`).
 """
 
 from absl import logging
 import numpy as np
 
-from bert_jax.data import conll
-from bert_jax.data import conll_features
-from bert_jax.data.finetune_batches import FeatureData
-from bert_jax.data.finetune_config import FinetuneDataConfig
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import tagging_metrics
+from bert_jax.tasks.feature_batches import FeatureData
+from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.tagging import features as conll_features
+from bert_jax.tasks.tagging import metrics as tagging_metrics
+from bert_jax.tasks.tagging import reader as conll
 
 
 def _read_split(config: FinetuneDataConfig, split):

@@ -14,7 +14,8 @@ dimension = feature) and gets the trainer's batching contract from here:
 * Every row carries ``row_id`` (int32, the feature's index; -1 for padding) and
   ``example_weight`` (float32, 1 for real rows).
 
-Tasks subclass `FeatureData` and implement ``eval_metrics``; see `bert_jax.data.glue_data`.
+Tasks subclass `FeatureData` and implement ``eval_metrics``; see
+`bert_jax.tasks.classification.data`.
 """
 
 import abc

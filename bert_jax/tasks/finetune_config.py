@@ -8,8 +8,8 @@ documented with its default in `bert_jax.default_config.finetune_config`.
 
 import dataclasses
 
-from bert_jax.data import glue
 from bert_jax.errors import UserInputError
+from bert_jax.tasks.classification import reader as glue
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ class GlueLayout:
     label_names: TSV label values in id order; () for regression (a float score).
     tfds_text_a: the ``glue/<task>`` feature of the first sentence.
     tfds_text_b: the ``glue/<task>`` feature of the second sentence, or None.
-    metrics: official GLUE metrics, names of `bert_jax.tasks.classification_metrics`.
+    metrics: official GLUE metrics, names of `bert_jax.tasks.classification.metrics`.
     has_header: whether the TSV's first line names the columns (CoLA's train/dev do not).
   """
   text_a: str | int

@@ -44,7 +44,7 @@ def choice_features(examples, tokenizer, max_seq_length):
   """Builds the features of ``examples``.
 
   Args:
-    examples: :class:`bert_jax.data.swag.ChoiceExample` list, all with C endings.
+    examples: :class:`bert_jax.tasks.multiple_choice.reader.ChoiceExample` list, all with C endings.
     tokenizer: a tokenizer of `bert_jax.data.tokenization`.
     max_seq_length: L, [CLS] and both [SEP]s included.
 

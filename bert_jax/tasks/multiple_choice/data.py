@@ -8,11 +8,11 @@ from absl import logging
 import numpy as np
 from sklearn import metrics as sklearn_metrics
 
-from bert_jax.data import swag
-from bert_jax.data import swag_features
-from bert_jax.data.finetune_batches import FeatureData
-from bert_jax.data.finetune_config import FinetuneDataConfig
 from bert_jax.errors import UserInputError
+from bert_jax.tasks.feature_batches import FeatureData
+from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.multiple_choice import features as swag_features
+from bert_jax.tasks.multiple_choice import reader as swag
 
 
 class ChoiceData(FeatureData):

@@ -9,9 +9,10 @@ time (B on ties), as BERT's ``run_classifier`` does; a single sentence is cut to
 
 import numpy as np
 
-from bert_jax.data import finetune_batches, glue
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import classification_metrics
+from bert_jax.tasks import feature_batches
+from bert_jax.tasks.classification import metrics
+from bert_jax.tasks.classification import reader as glue
 
 
 def _truncate_pair(ids_a, ids_b, max_tokens):
@@ -54,7 +55,7 @@ def sentence_features(examples, tokenizer, max_seq_length):
           "labels": labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32)}
 
 
-class ClassificationData(finetune_batches.FeatureData):
+class ClassificationData(feature_batches.FeatureData):
   """GLUE-style train/eval features and the task's official metrics."""
 
   def __init__(self, layout: glue.GlueLayout, train_examples, eval_examples, tokenizer,
@@ -72,8 +73,7 @@ class ClassificationData(finetune_batches.FeatureData):
     """The layout's metrics from ``{"logits": [N, C]}`` (C = 1: regression scores)."""
     logits = predictions["logits"]
     predicted = logits[:, 0] if self.num_labels == 1 else np.argmax(logits, -1)
-    return classification_metrics.compute(self.layout.metrics, self.eval_arrays["labels"],
-                                          predicted)
+    return metrics.compute(self.layout.metrics, self.eval_arrays["labels"], predicted)
 
 
 def _read(config, layout, split):
@@ -89,7 +89,7 @@ def make_data(config, tokenizer) -> ClassificationData:
   """Reads, tokenises and batches a classification task (registry entry point).
 
   Args:
-    config: `bert_jax.data.finetune_config.FinetuneDataConfig`.
+    config: `bert_jax.tasks.finetune_config.FinetuneDataConfig`.
     tokenizer: the run's tokenizer.
 
   Raises:

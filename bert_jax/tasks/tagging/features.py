@@ -96,7 +96,7 @@ def tagging_features(sentences, label_names, tokenizer, max_seq_length, stride):
   """Builds the features of ``sentences``.
 
   Args:
-    sentences: :class:`bert_jax.data.conll.TaggedSentence` list.
+    sentences: :class:`bert_jax.tasks.tagging.reader.TaggedSentence` list.
     label_names: label names in id order; every label of ``sentences`` must be among them.
     tokenizer: a tokenizer of `bert_jax.data.tokenization` (``encode_batch``, ``special_ids``).
     max_seq_length: L, [CLS] and [SEP] included.

@@ -2,20 +2,18 @@
 
 Examples come from SQuAD JSON files (``data.train_path`` / ``data.eval_path``) or a locally
 prepared TFDS ``squad/v1.1`` / ``squad/v2.0`` (``data.tfds_name``). Batching is the shared
-fine-tuning contract (`bert_jax.data.finetune_batches`); evaluation post-processes the eval
+fine-tuning contract (`bert_jax.tasks.feature_batches`); evaluation post-processes the eval
 rows' logits into answer texts and scores them with SQuAD's official EM / F1.
 """
 
 from absl import logging
 
-from bert_jax.data import (
-  finetune_batches,
-  squad_features,
-  squad_postprocess,
-  squad_reader,
-)
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import squad_metrics
+from bert_jax.tasks import feature_batches
+from bert_jax.tasks.span_qa import features as squad_features
+from bert_jax.tasks.span_qa import metrics as squad_metrics
+from bert_jax.tasks.span_qa import postprocess as squad_postprocess
+from bert_jax.tasks.span_qa import reader as squad_reader
 
 
 def read_split(config, split):
@@ -44,14 +42,14 @@ def read_split(config, split):
   return examples
 
 
-class SquadData(finetune_batches.FeatureData):
+class SquadData(feature_batches.FeatureData):
   """SQuAD v1.1 / v2.0 train and eval features; ``eval_metrics`` gives EM / F1 in percent."""
 
   def __init__(self, config, tokenizer):
     """Reads both splits and builds their features.
 
     Args:
-      config: a `bert_jax.data.finetune_config.FinetuneDataConfig` (its span_qa keys).
+      config: a `bert_jax.tasks.finetune_config.FinetuneDataConfig` (its span_qa keys).
       tokenizer: the WordPiece tokenizer of the model's vocab.
     """
     lengths = {"max_seq_length": config.max_seq_length,

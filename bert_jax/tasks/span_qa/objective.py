@@ -2,36 +2,18 @@
 
 The loss is the mean of the start and the end cross-entropy over the tokens of the row, as in
 the original BERT; rows of ``example_weight`` 0 (eval padding) count nowhere. Answer texts and
-the official scores come from `bert_jax.data.squad_postprocess` on the predicted logits.
+the official scores come from `postprocess` and `metrics` on the predicted logits.
 """
 
 import dataclasses
 
-import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax.models import layers
-from bert_jax.models.bert import BertEncoder
 from bert_jax.models.config import ModelConfig
+from bert_jax.tasks.span_qa.model import BertForSpanQa
 from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
-
-
-class BertForSpanQa(nn.Module):
-  """BERT with the "qa_outputs" head: one dense layer from each token to a start and an end
-  logit (no dropout before it, as the original BERT's SQuAD model)."""
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """Returns float32 {"start_logits": [B, L], "end_logits": [B, L]}."""
-    x_BLD, _ = BertEncoder(self.config, self.deterministic, name="bert")(
-        input_ids_BL, token_type_ids_BL, input_mask_BL)
-    logits_BL2 = layers.dense(self.config, 2, ("embed", "classes"), "qa_outputs")(x_BLD)
-    logits_BL2 = logits_BL2.astype(jnp.float32)
-    return {"start_logits": logits_BL2[:, :, 0], "end_logits": logits_BL2[:, :, 1]}
 
 
 @dataclasses.dataclass(frozen=True)
