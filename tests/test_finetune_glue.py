@@ -10,6 +10,7 @@ from bert_jax.data import default_corpus, tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.tasks import finetune_config
 from bert_jax.tasks.classification import data as glue_data
+from bert_jax.tasks.classification import features as glue_features
 from bert_jax.tasks.classification import metrics as classification_metrics
 from bert_jax.tasks.classification import reader as glue
 from tests import finetune_fixtures
@@ -83,7 +84,7 @@ def test_pair_features_equal_the_transformers_tokenizer():
   pairs = [glue.SentenceExample(a, b, 0) for a, b in zip(sentences[::2], sentences[1::2])]
   singles = [glue.SentenceExample(a, None, 1) for a in sentences]
   for examples, length in ((pairs, 24), (pairs, 64), (singles, 16)):
-    features = glue_data.sentence_features(examples, ours, length)
+    features = glue_features.sentence_features(examples, ours, length)
     expected = reference([e.text_a for e in examples],
                          None if examples[0].text_b is None else [e.text_b for e in examples],
                          truncation="longest_first", max_length=length, padding="max_length")

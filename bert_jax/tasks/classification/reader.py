@@ -182,23 +182,17 @@ def read_tfds(name: str, layout: GlueLayout, *, split: str, data_dir: str = "",
     UserInputError: the dataset is not prepared (with the `tfds build` command), the split
       does not exist or holds no labels (GLUE's test splits), or lacks the task's features.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  def check(builder):
+    features = builder.info.features
+    wanted = [k for k in (layout.tfds_text_a, layout.tfds_text_b, "label") if k]
+    if not set(wanted) <= set(features.keys()):
+      raise UserInputError(f"TFDS dataset {name!r} has features {sorted(features.keys())}, "
+                           f"not {wanted}; is it the GLUE task data.glue_task names?")
 
-  builder = tfds_source.load_builder(tfds, name, data_dir)
-  features = builder.info.features
-  wanted = [k for k in (layout.tfds_text_a, layout.tfds_text_b, "label") if k]
-  if not set(wanted) <= set(features.keys()):
-    raise UserInputError(f"TFDS dataset {name!r} has features {sorted(features.keys())}, not "
-                         f"{wanted}; is it the GLUE task data.glue_task names?")
-  try:
-    dataset = builder.as_dataset(split=split, shuffle_files=False)
-  except (KeyError, ValueError) as e:
-    raise UserInputError(f"TFDS dataset {name!r} has no split {split!r}; choose one of "
-                         f"{sorted(builder.info.splits.keys())}") from e
-  if max_examples:
-    dataset = dataset.take(max_examples)
+  _, records = tfds_source.open_split(name, split=split, data_dir=data_dir, check=check,
+                                      max_examples=max_examples)
   examples = []
-  for record in tfds.as_numpy(dataset):
+  for record in records:
     label = record["label"]
     if layout.label_names and label < 0:
       raise UserInputError(f"TFDS {name}[{split}] has no labels (GLUE test splits do not); "
