@@ -51,11 +51,8 @@ def documents_for_config(config):
                         max_documents=config.tfds_max_documents)
 
 
-def load_builder(tfds, name, data_dir):
-  """The prepared builder of ``name``; a UserInputError if it is unknown or not prepared.
-
-  Shared by every TFDS reader (pretraining text, fine-tuning tasks) so they all fail alike.
-  """
+def _load_builder(tfds, name, data_dir):
+  """The prepared builder of ``name``; a UserInputError if it is unknown or not prepared."""
   root = data_dir or tfds.core.constants.get_default_data_dir()
   missing = UserInputError(
       f"TFDS dataset {name!r} is not prepared in {root}; prepare it once on a machine with "
@@ -71,6 +68,51 @@ def load_builder(tfds, name, data_dir):
   if not builder.is_prepared():
     raise missing
   return builder
+
+
+def open_split(name, *, split, data_dir="", check=None, decode_only=(), max_examples=0,
+               split_key=""):
+  """Opens one split of a locally prepared TFDS dataset; every TFDS reader goes through here.
+
+  Pretraining text and the fine-tuning tasks' readers thereby refuse a dataset that is not
+  prepared, or a split it lacks, with the same messages.
+
+  Args:
+    name: TFDS name, with config and version if wanted (e.g. "glue/mrpc", "squad/v2.0").
+    split: the split, TFDS slicing allowed (e.g. "train[:10%]").
+    data_dir: TFDS data folder; empty = TFDS's default (``TFDS_DATA_DIR`` or
+      ``~/tensorflow_datasets``).
+    check: called with the builder before the split is opened; it raises a UserInputError
+      when the dataset's features do not fit the reader.
+    decode_only: decode only these features (skips images or other features some datasets
+      carry); empty = all.
+    max_examples: at most this many examples (the first ones); 0 = all.
+    split_key: the config key that named ``split``, for the error message.
+
+  Returns:
+    ``(builder, examples)``: the builder (``builder.info`` describes the features) and an
+    iterable of the split's examples as numpy dicts, in stored order (files unshuffled).
+
+  Raises:
+    UserInputError: the dataset is not prepared, or has no split ``split``.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  builder = _load_builder(tfds, name, data_dir)
+  if check is not None:
+    check(builder)
+  decoders = (tfds.decode.PartialDecoding({key: True for key in decode_only})
+              if decode_only else None)
+  try:
+    dataset = builder.as_dataset(split=split, shuffle_files=False, decoders=decoders)
+  except (KeyError, ValueError) as e:
+    action = f"set {split_key} to" if split_key else "use"
+    raise UserInputError(
+        f"TFDS dataset {name!r} has no split {split!r}; {action} one of "
+        f"{sorted(builder.info.splits.keys())} (slices such as 'train[:10%]' allowed)") from e
+  if max_examples:
+    dataset = dataset.take(max_examples)
+  return builder, tfds.as_numpy(dataset)
 
 
 def read_documents(name, *, split="train", text_key="text", data_dir="", max_documents=0):
@@ -92,28 +134,19 @@ def read_documents(name, *, split="train", text_key="text", data_dir="", max_doc
     UserInputError: the dataset is not prepared, the split or text key does not exist, the
       text key is not a string feature, or the split holds no text.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  def check(builder):
+    features = builder.info.features
+    if text_key not in features.keys():
+      raise UserInputError(
+          f"TFDS dataset {name!r} has no feature {text_key!r}; set data.tfds_text_key to one "
+          f"of {sorted(features.keys())}")
 
-  builder = load_builder(tfds, name, data_dir)
-  features = builder.info.features
-  if text_key not in features.keys():
-    raise UserInputError(
-        f"TFDS dataset {name!r} has no feature {text_key!r}; set data.tfds_text_key to one of "
-        f"{sorted(features.keys())}")
-  try:
-    # Decoding only the text skips the cost of images or other features some datasets carry.
-    dataset = builder.as_dataset(
-        split=split, shuffle_files=False,
-        decoders=tfds.decode.PartialDecoding({text_key: True}))
-  except (KeyError, ValueError) as e:
-    raise UserInputError(
-        f"TFDS dataset {name!r} has no split {split!r}; set data.tfds_split to one of "
-        f"{sorted(builder.info.splits.keys())} (slices such as 'train[:10%]' allowed)") from e
-  if max_documents:
-    dataset = dataset.take(max_documents)
+  _, examples = open_split(name, split=split, data_dir=data_dir, check=check,
+                           decode_only=(text_key,), max_examples=max_documents,
+                           split_key="data.tfds_split")
   documents = []
   num_examples = 0
-  for example in tfds.as_numpy(dataset):
+  for example in examples:
     text = example[text_key]
     if not isinstance(text, bytes):
       raise UserInputError(

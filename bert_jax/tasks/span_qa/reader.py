@@ -175,17 +175,9 @@ def read_squad_tfds(name, *, split, data_dir=""):
     UserInputError: the dataset is not prepared (with the ``tfds build`` command), a bad split,
       or an example whose answer does not match its context.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-
-  builder = tfds_source.load_builder(tfds, name, data_dir)
-  try:
-    dataset = builder.as_dataset(split=split, shuffle_files=False)
-  except (KeyError, ValueError) as e:
-    raise UserInputError(
-        f"TFDS dataset {name!r} has no split {split!r}; use one of "
-        f"{sorted(builder.info.splits.keys())} (slices such as 'train[:10%]' allowed)") from e
+  _, records = tfds_source.open_split(name, split=split, data_dir=data_dir)
   examples = []
-  for i, record in enumerate(tfds.as_numpy(dataset)):
+  for i, record in enumerate(records):
     qid = _decode(record["id"])
     examples.append(make_example(
         f"TFDS {name}[{split}] example {i} (id {qid!r})", qid=qid,

@@ -12,7 +12,7 @@ TFDS datasets built by ``tfds.dataset_builders.ConllDatasetBuilder`` (``conll200
 
 import dataclasses
 
-from bert_jax.data import files
+from bert_jax.data import files, tfds_source
 from bert_jax.errors import UserInputError
 
 DOCSTART = "-DOCSTART-"
@@ -114,28 +114,21 @@ def read_tfds(name, *, split, label_column=-1, data_dir=""):
   Raises:
     UserInputError: the dataset is not prepared, is not a CoNLL dataset, or lacks the split.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  from bert_jax.data import tfds_source  # pylint: disable=g-import-not-at-top
+  def check(builder):
+    feature_names = list(builder.info.features.keys())
+    if (not getattr(builder.builder_config, "ordered_features", None) or
+        "tokens" not in feature_names):
+      raise UserInputError(
+          f"TFDS dataset {name!r} is not a CoNLL dataset (features {feature_names}); use "
+          "conll2003 or CoNLL files through data.train_path / data.eval_path")
 
-  builder = tfds_source.load_builder(tfds, name, data_dir)
-  feature_names = list(builder.info.features.keys())
-  columns = getattr(builder.builder_config, "ordered_features", None)
-  if not columns or "tokens" not in feature_names:
-    raise UserInputError(
-        f"TFDS dataset {name!r} is not a CoNLL dataset (features {feature_names}); use "
-        "conll2003 or CoNLL files through data.train_path / data.eval_path")
-  column_names = list(columns.keys())
+  builder, examples = tfds_source.open_split(name, split=split, data_dir=data_dir, check=check)
+  column_names = list(builder.builder_config.ordered_features.keys())
   label_key = column_names[_label_index(label_column, len(column_names),
                                         f"TFDS {name} columns {column_names}")]
   label_names = tuple(builder.info.features[label_key].feature.names)
-  try:
-    dataset = builder.as_dataset(split=split, shuffle_files=False)
-  except (KeyError, ValueError) as e:
-    raise UserInputError(
-        f"TFDS dataset {name!r} has no split {split!r}; use one of "
-        f"{sorted(builder.info.splits.keys())}") from e
   sentences = []
-  for example in tfds.as_numpy(dataset):
+  for example in examples:
     words = tuple(w.decode("utf-8") for w in example["tokens"])
     if words:
       sentences.append(TaggedSentence(words, tuple(label_names[i] for i in example[label_key])))
