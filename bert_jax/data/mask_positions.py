@@ -99,6 +99,13 @@ def word_structure(input_ids_L, maskable_L, continuation):
   return word_L, word_length_L, tf.reduce_sum(tf.cast(starts_L, tf.int32))
 
 
+def _words_and_budget(input_ids_L, maskable_L, config):
+  """What the word-level strategies start from: `word_structure`, the length L, the budget."""
+  continuation = tf.constant(config.continuation, tf.bool)
+  word_L, word_length_L, num_words = word_structure(input_ids_L, maskable_L, continuation)
+  return word_L, word_length_L, num_words, tf.shape(input_ids_L)[0], _budget(maskable_L, config)
+
+
 def choose_whole_word_positions(input_ids_L, maskable_L, seed, config):
   """Whole-word strategy: random whole words up to the token budget (never a part of one).
 
@@ -111,10 +118,8 @@ def choose_whole_word_positions(input_ids_L, maskable_L, seed, config):
   Returns:
     bool [L]: every piece of each chosen word; at most the budget of tokens.
   """
-  continuation = tf.constant(config.continuation, tf.bool)
-  word_L, word_length_L, num_words = word_structure(input_ids_L, maskable_L, continuation)
-  length = tf.shape(input_ids_L)[0]
-  budget = _budget(maskable_L, config)
+  word_L, word_length_L, num_words, length, budget = _words_and_budget(input_ids_L, maskable_L,
+                                                                      config)
   scores_L = tf.random.stateless_uniform([length], seed=seed)
   scores_L = tf.where(tf.range(length) < num_words, scores_L, 2.0)
   order_L = tf.argsort(scores_L, stable=True)
@@ -152,10 +157,8 @@ def span_choice(input_ids_L, maskable_L, seed, config):
     ``(chosen_L, lengths_K, num_drawn)``: the chosen positions; the K = P span lengths (words)
     drawn; how many of them the choice used (the spans taken whole plus the one cut to fit).
   """
-  continuation = tf.constant(config.continuation, tf.bool)
-  word_L, word_length_L, num_words = word_structure(input_ids_L, maskable_L, continuation)
-  length = tf.shape(input_ids_L)[0]
-  budget = _budget(maskable_L, config)
+  word_L, word_length_L, num_words, length, budget = _words_and_budget(input_ids_L, maskable_L,
+                                                                      config)
   num_spans = config.max_predictions_per_seq  # Every span adds at least one token or ends it.
   length_seed, start_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
   cdf = np.cumsum(span_length_probabilities(config.span_geometric_p, config.max_span_length))

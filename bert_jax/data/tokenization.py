@@ -79,7 +79,35 @@ def special_token_ids(tokens, vocab_path="<vocab>"):
                          sep=index["[SEP]"], mask=index["[MASK]"])
 
 
-class WordPieceTokenizer:
+class _Vocab:
+  """What both tokenizers expose about their vocab: entries in id order and the special ids.
+
+  Subclasses set ``_tokens`` (a tuple of strings in id order) and ``_special_ids``.
+  """
+  _tokens: tuple[str, ...]
+  _special_ids: SpecialTokenIds
+
+  @property
+  def vocab_size(self):
+    """Number of entries in the vocab."""
+    return len(self._tokens)
+
+  @property
+  def special_ids(self):
+    """The :class:`SpecialTokenIds` of this vocab."""
+    return self._special_ids
+
+  @property
+  def tokens(self):
+    """The vocab as a tuple of strings in id order."""
+    return self._tokens
+
+  def convert_ids_to_tokens(self, ids):
+    """The vocab strings of ``ids``, for inspecting batches."""
+    return [self._tokens[i] for i in ids]
+
+
+class WordPieceTokenizer(_Vocab):
   """A BERT WordPiece tokenizer over a fixed vocab; encodes without adding special tokens."""
 
   def __init__(self, tokens, lowercase=True, vocab_path="<vocab>"):
@@ -103,23 +131,8 @@ class WordPieceTokenizer:
     self._tokenizer = tokenizer
 
   @property
-  def vocab_size(self):
-    """Number of entries in the vocab file."""
-    return len(self._tokens)
-
-  @property
-  def special_ids(self):
-    """The :class:`SpecialTokenIds` of this vocab."""
-    return self._special_ids
-
-  @property
   def lowercase(self):
     return self._lowercase
-
-  @property
-  def tokens(self):
-    """The vocab as a tuple of strings in id order."""
-    return self._tokens
 
   @property
   def first_regular_id(self):
@@ -179,10 +192,6 @@ class WordPieceTokenizer:
     return [(np.asarray(e.ids, np.int32), np.asarray(e.offsets, np.int32).reshape(-1, 2))
             for e in encodings]
 
-  def convert_ids_to_tokens(self, ids):
-    """The vocab strings of ``ids``, for inspecting batches."""
-    return [self._tokens[i] for i in ids]
-
 
 def load_wordpiece(vocab_path, lowercase=True):
   """Loads a BERT ``vocab.txt`` as a :class:`WordPieceTokenizer`.
@@ -205,7 +214,7 @@ def load_wordpiece(vocab_path, lowercase=True):
 _SENTENCEPIECE_WORD_START = "\u2581"
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(_Vocab):
   """A SentencePiece model (unigram or BPE) with BERT's special pieces, same interface.
 
   The model must hold [PAD], [UNK], [CLS], [SEP] and [MASK] as pieces (``train_vocab
@@ -234,20 +243,8 @@ class SentencePieceTokenizer:
          t in SPECIAL_TOKENS for i, t in enumerate(self._tokens)], dtype=bool)
 
   @property
-  def vocab_size(self):
-    return len(self._tokens)
-
-  @property
-  def special_ids(self):
-    return self._special_ids
-
-  @property
   def lowercase(self):
     return False
-
-  @property
-  def tokens(self):
-    return self._tokens
 
   @property
   def first_regular_id(self):
@@ -269,9 +266,6 @@ class SentencePieceTokenizer:
 
   def encode_batch(self, texts):
     return self._processor.encode(list(texts), out_type=int)
-
-  def convert_ids_to_tokens(self, ids):
-    return [self._tokens[i] for i in ids]
 
 
 def load_tokenizer(path, lowercase=True):
