@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.attention import local
-from bert_jax.attention import masks
+from bert_jax.models.attention import local
+from bert_jax.models.attention import masks
 
 BATCH, LENGTH, HEADS, HEAD_DIM, CHUNK = 2, 64, 2, 8, 8
 

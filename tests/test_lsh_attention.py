@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.attention import lsh
-from bert_jax.attention.layer import SelfAttention
-from bert_jax.attention import lsh_chunks
-from bert_jax.attention import lsh_hashing
+from bert_jax.models.attention import lsh
+from bert_jax.models.attention.layer import SelfAttention
+from bert_jax.models.attention import lsh_chunks
+from bert_jax.models.attention import lsh_hashing
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import LshOptions, ModelConfig
 

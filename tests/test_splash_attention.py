@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bert_jax.attention import dense, splash
-from bert_jax.attention.layer import SelfAttention
+from bert_jax.models.attention import dense, splash
+from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.default_config import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig

@@ -8,7 +8,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention.layer import SelfAttention
+from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.models import layers
 from bert_jax.models import reversible
 from bert_jax.models.dropout import Dropout

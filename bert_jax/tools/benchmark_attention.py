@@ -73,7 +73,7 @@ def _model_config(point):
 
 def _run_point(point):
   """Compiles and times one forward+backward; returns the JSON-ready result."""
-  from bert_jax.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
   from bert_jax.models.encoder import Encoder  # pylint: disable=g-import-not-at-top
 
   config = _model_config(point)

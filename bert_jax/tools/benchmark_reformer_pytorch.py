@@ -67,7 +67,7 @@ def _torch_step(length):
 
 def _jax_step(length, n_buckets=0, dedup_correction=True):
   """A callable running one jitted forward+backward of bert_jax's LSH SelfAttention layer."""
-  from bert_jax.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.attention.layer import SelfAttention  # pylint: disable=g-import-not-at-top
   from bert_jax.models.config import LshOptions, ModelConfig  # pylint: disable=g-import-not-at-top
 
   config = ModelConfig(

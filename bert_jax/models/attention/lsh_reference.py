@@ -1,4 +1,4 @@
-"""Slow references for ``bert_jax.attention.lsh``: dense attention and a loop-free LSH twin.
+"""Slow references for ``bert_jax.models.attention.lsh``: dense attention and a loop-free LSH twin.
 
 Both build L x L tensors, so they are for tests at small lengths only.
 """
@@ -8,10 +8,10 @@ import math
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention import masks
-from bert_jax.attention.lsh_hashing import hash_buckets
-from bert_jax.attention.lsh_hashing import length_normalize
-from bert_jax.attention.lsh_hashing import validate
+from bert_jax.models.attention import masks
+from bert_jax.models.attention.lsh_hashing import hash_buckets
+from bert_jax.models.attention.lsh_hashing import length_normalize
+from bert_jax.models.attention.lsh_hashing import validate
 
 # Added to the logit of a query's own position: small next to the padding mask, so a token still
 # attends to itself when no other key is visible, yet exp() of it underflows to 0 otherwise.

@@ -30,13 +30,13 @@ import math
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention import lsh_chunks
-from bert_jax.attention.lsh_hashing import hash_buckets
-from bert_jax.attention.lsh_hashing import validate
+from bert_jax.models.attention import lsh_chunks
+from bert_jax.models.attention.lsh_hashing import hash_buckets
+from bert_jax.models.attention.lsh_hashing import validate
 # Re-exported so callers import every public name from this module.
-from bert_jax.attention.lsh_reference import SELF_MASK_VALUE
-from bert_jax.attention.lsh_reference import dense_shared_qk_attention
-from bert_jax.attention.lsh_reference import lsh_attention_reference
+from bert_jax.models.attention.lsh_reference import SELF_MASK_VALUE
+from bert_jax.models.attention.lsh_reference import dense_shared_qk_attention
+from bert_jax.models.attention.lsh_reference import lsh_attention_reference
 
 __all__ = ["SELF_MASK_VALUE", "dense_shared_qk_attention", "hash_buckets", "lsh_attention",
            "lsh_attention_reference"]

@@ -12,7 +12,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention import masks
+from bert_jax.models.attention import masks
 from bert_jax.errors import UserInputError
 
 

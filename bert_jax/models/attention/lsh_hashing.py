@@ -1,4 +1,4 @@
-"""Argument checks, key normalisation and angular-LSH hashing for ``bert_jax.attention.lsh``.
+"""Argument checks, key normalisation and angular-LSH hashing for ``bert_jax.models.attention.lsh``.
 
 Hashing (Kitaev et al. 2020): per head and round, a random rotation R ~ N(0, 1) of shape
 [D, n_buckets / 2]; a vector's bucket is argmax([xR ; -xR]). This rotation matmul costs

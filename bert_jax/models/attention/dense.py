@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention import masks
+from bert_jax.models.attention import masks
 from bert_jax.models import dropout as dropout_lib
 
 

@@ -11,10 +11,10 @@ from typing import Callable
 import flax.linen as nn
 import jax.numpy as jnp
 
-from bert_jax.attention import dense
-from bert_jax.attention import local
-from bert_jax.attention import lsh
-from bert_jax.attention import splash
+from bert_jax.models.attention import dense
+from bert_jax.models.attention import local
+from bert_jax.models.attention import lsh
+from bert_jax.models.attention import splash
 from bert_jax.models import layers
 from bert_jax.models.config import ModelConfig
 

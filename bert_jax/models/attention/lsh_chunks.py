@@ -30,8 +30,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bert_jax.attention import masks
-from bert_jax.attention.lsh_hashing import NORM_EPSILON
+from bert_jax.models.attention import masks
+from bert_jax.models.attention.lsh_hashing import NORM_EPSILON
 
 # Chunks per loop step are chosen so a step's [.., K, Q] logits hold about this many values
 # (1 MB in float32): large enough to amortise a step, small enough to stay in cache.
