@@ -8,11 +8,13 @@ train/dev.tsv do not; QQP calls the column ``id``) is read through `make_data` w
 import numpy as np
 import pytest
 
+from bert_jax import default_config
 from bert_jax.data import default_corpus, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import finetune_config
+from bert_jax.tasks import finetune_config, registry
 from bert_jax.tasks.classification import data as glue_data
 from bert_jax.tasks.classification import prediction_files
+from bert_jax.train import settings as settings_lib
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +157,12 @@ def test_leaderboard_names():
   assert [prediction_files.leaderboard_name("mnli", path) for path in (
       "MNLI/test_matched.tsv", "MNLI/test_mismatched.tsv", "diagnostic/diagnostic.tsv",
       "AX.tsv")] == ["MNLI-m", "MNLI-mm", "AX", "AX"]
+
+
+def test_test_path_of_a_task_without_test_predictions_is_refused(tmp_path):
+  config = default_config.finetune_config("span_qa")
+  config.data.train_path = config.data.eval_path = str(tmp_path / "squad.json")
+  config.data.test_path = str(tmp_path / "test.json")
+  with pytest.raises(UserInputError, match="data.test_path is set but task 'span_qa' writes "
+                     "no test predictions"):
+    registry.make_data(settings_lib.settings_from_config(config))

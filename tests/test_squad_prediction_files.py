@@ -92,7 +92,7 @@ def _run_squad_write_predictions(example, features, rows, start_logits, end_logi
     nbest.append(("", 0.0, 0.0))  # run_squad.py: "empty".
   probs = _compute_softmax([s + e for _, s, e in nbest])
   nbest_json = [{"text": t, "probability": p, "start_logit": s, "end_logit": e}
-                for (t, s, e), p in zip(nbest, probs)]
+                for (t, s, e), p in zip(nbest, probs, strict=True)]
   if not version_2:
     return nbest_json[0]["text"], nbest_json, None
   # run_squad.py's best_non_null_entry: the first non-null n-best entry, i.e. the best span.
