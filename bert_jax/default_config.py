@@ -170,6 +170,10 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   # Examples: local files, or a TFDS dataset prepared locally (never downloaded).
   data.train_path = ""  # GLUE TSV / CSV, SQuAD JSON, CoNLL columns or SWAG CSV.
   data.eval_path = ""  # The eval file, same format (GLUE: dev.tsv).
+  # classification: unlabelled test file (GLUE: test.tsv), predicted at the end of training
+  # into <workdir>/predictions/<TASK>.tsv in the GLUE leaderboard's format; empty = none.
+  data.test_path = ""
+  data.write_eval_predictions = False  # classification: eval predictions -> predictions/dev/.
   data.tfds_name = ""  # e.g. "glue/mrpc", "squad/v1.1", "conll2003"; set = replaces the files.
   data.tfds_data_dir = ""  # Its TFDS data folder; empty = TFDS default (TFDS_DATA_DIR).
   data.tfds_train_split = "train"  # Split to train on (slices such as "train[:10%]" allowed).

@@ -7,6 +7,8 @@
   <workdir>/tensorboard/         TensorBoard event files
   <workdir>/profile/             profiler traces
   <workdir>/run.lock             the lock of the run that owns the workdir
+  <workdir>/predictions/         fine-tuning prediction files (GLUE leaderboard TSVs, SQuAD
+                                 predictions.json / nbest_predictions.json / null_odds.json)
 
 Paths go through `etils.epath`, so a workdir may be local or on ``gs://``. This module only
 names paths and reads small JSON files; writing checkpoints is `bert_jax.train`'s job.
@@ -26,6 +28,7 @@ METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 PROFILE_DIR = "profile"
 LOCK_FILE = "run.lock"
+PREDICTIONS_DIR = "predictions"
 # The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only).
 STATE_ITEM = "state"
 
@@ -70,6 +73,10 @@ class Workdir:
   @property
   def lock(self) -> epath.Path:
     return self.path / LOCK_FILE
+
+  @property
+  def predictions(self) -> epath.Path:
+    return self.path / PREDICTIONS_DIR
 
   def checkpoint(self, step: int) -> epath.Path:
     return self.checkpoints / str(step)

@@ -48,11 +48,23 @@ def mrpc_files(tmp_path_factory):
   return finetune_fixtures.write_mrpc_files(tmp_path_factory.mktemp("mrpc"))
 
 
+def _mrpc_test_file(dev_path):
+  """GLUE's MRPC test.tsv layout (index first, no label) holding the dev rows, indexes 100+."""
+  lines = pathlib.Path(dev_path).read_text(encoding="utf-8-sig").splitlines()[1:]
+  rows = [f"{100 + i}\t" + "\t".join(line.split("\t")[1:]) for i, line in enumerate(lines)]
+  path = pathlib.Path(dev_path).with_name("test.tsv")
+  path.write_text("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n" + "\n".join(rows) + "\n")
+  return str(path)
+
+
 @pytest.fixture(scope="module")
 def mrpc_workdir(tiny_pretrained_workdir, mrpc_files, tmp_path_factory):
-  """MRPC-layout classification fine-tuned from the pretraining workdir."""
+  """MRPC-layout classification fine-tuned from the pretraining workdir; it predicts a test
+  file (the dev rows in test.tsv's layout) and writes its dev predictions."""
   workdir = tmp_path_factory.mktemp("mrpc_run")
-  train_and_evaluate(_glue("mrpc", mrpc_files, tiny_pretrained_workdir), str(workdir))
+  train_and_evaluate(_glue("mrpc", mrpc_files, tiny_pretrained_workdir, **{
+      "data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True}),
+      str(workdir))
   return workdir
 
 
@@ -62,6 +74,25 @@ def test_classification_from_a_pretraining_workdir(mrpc_workdir):
   assert row["accuracy"] > 0.8 and row["f1"] > 0.8, row  # Chance: 0.5.
   (train,) = run_helpers.read_metrics(mrpc_workdir, "train")
   assert np.isfinite(train["mfu"]) and train["mfu"] > 0 and train["tokens_per_sec"] > 0
+
+
+def test_test_and_dev_predictions_are_written_as_the_leaderboard_wants(mrpc_workdir,
+                                                                      mrpc_files):
+  predictions = mrpc_workdir / "predictions"
+  test_lines = (predictions / "MRPC.tsv").read_text().splitlines()
+  dev_lines = (predictions / "dev" / "MRPC.tsv").read_text().splitlines()
+  assert test_lines[0] == dev_lines[0] == "index\tprediction"
+  labels = [line.split("\t")[0] for line in
+            pathlib.Path(mrpc_files[1]).read_text(encoding="utf-8-sig").splitlines()[1:]]
+  assert [line.split("\t")[0] for line in test_lines[1:]] == [
+      str(100 + i) for i in range(len(labels))]
+  assert [line.split("\t")[0] for line in dev_lines[1:]] == [str(i) for i in range(len(labels))]
+  # The test rows are the dev rows: the same predictions, scoring the eval's accuracy.
+  predicted = [line.split("\t")[1] for line in test_lines[1:]]
+  assert predicted == [line.split("\t")[1] for line in dev_lines[1:]]
+  assert set(predicted) <= {"0", "1"}
+  (row,) = run_helpers.read_metrics(mrpc_workdir, "eval")
+  assert np.mean(np.array(predicted) == np.array(labels)) == pytest.approx(row["accuracy"])
 
 
 def test_regression_from_converted_hugging_face_weights(tmp_path):

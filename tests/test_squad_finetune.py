@@ -18,6 +18,7 @@ import pytest
 
 from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
+from bert_jax.tasks.span_qa import metrics as squad_metrics
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures
@@ -142,3 +143,22 @@ def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(tiny_pretrai
   # 33.3 (HasAns 0, NoAns 100); a random span of the ~50 context tokens, about 0.
   assert metrics["HasAns_exact"] > 40 and metrics["NoAns_exact"] > 40, metrics
   assert metrics["exact"] > 50 and metrics["f1"] >= metrics["exact"], metrics
+  # run_squad.py's files, and evaluate-v2.0's threshold sweep over the written null odds.
+  predictions_dir = tmp_path / "run" / "predictions"
+  answers = json.loads((predictions_dir / "predictions.json").read_text())
+  nbest = json.loads((predictions_dir / "nbest_predictions.json").read_text())
+  null_odds = json.loads((predictions_dir / "null_odds.json").read_text())
+  gold = {qa["id"]: [a["text"] for a in qa["answers"]]
+          for article in json.loads(pathlib.Path(dev).read_text())["data"]
+          for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+  assert list(answers) == list(nbest) == list(null_odds) == list(gold)
+  assert squad_metrics.squad_scores(gold, answers)["exact"] == metrics["exact"]
+  for qid, entries in nbest.items():
+    assert sum(entry["probability"] for entry in entries) == pytest.approx(1.0)
+    assert "" in [entry["text"] for entry in entries]  # v2.0 lists the null answer.
+    assert answers[qid] == ("" if null_odds[qid] > 0.0 else
+                            next(entry["text"] for entry in entries if entry["text"]))
+  assert {key: metrics[key] for key in ("best_exact", "best_exact_thresh", "best_f1",
+                                        "best_f1_thresh")} == squad_metrics.best_thresholds(
+                                            gold, answers, null_odds)
+  assert metrics["best_exact"] >= metrics["exact"] and metrics["best_f1"] >= metrics["f1"]

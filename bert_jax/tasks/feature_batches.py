@@ -7,15 +7,19 @@ dimension = feature) and gets the trainer's batching contract from here:
   ``(seed, epoch)``. The position is the number of global rows consumed; global batch ``k``
   after start position ``s`` holds rows ``[s + k*B, s + (k+1)*B)`` of that endless sequence, so
   a run resumed at a saved position continues exactly.
-* ``eval`` is finite: every feature exactly once, in order, the last global batch padded with
-  copies of feature 0 whose ``example_weight`` is 0 and ``row_id`` is -1.
+* ``eval`` and ``test`` are finite: every feature exactly once, in order, the last global
+  batch padded with copies of feature 0 whose ``example_weight`` is 0 and ``row_id`` is -1.
+  ``test`` rows (unlabelled, e.g. GLUE's test.tsv) carry zero labels; only their predictions
+  are used.
 * Host sharding: process ``p`` of ``n`` takes rows ``[p*b, (p+1)*b)`` of each global batch
   (``b = B / n``).
 * Every row carries ``row_id`` (int32, the feature's index; -1 for padding) and
   ``example_weight`` (float32, 1 for real rows).
 
 Tasks subclass `FeatureData` and implement ``eval_metrics``; see
-`bert_jax.tasks.classification.data`.
+`bert_jax.tasks.classification.data`. Tasks with prediction files (GLUE's leaderboard TSVs,
+SQuAD's predictions.json) override ``evaluate`` and ``test_prediction_files``; the trainer
+writes the files they return under ``<workdir>/predictions/``.
 """
 
 import abc
@@ -24,7 +28,7 @@ import numpy as np
 
 from bert_jax.errors import UserInputError
 
-SPLITS = ("train", "eval")
+SPLITS = ("train", "eval", "test")
 
 
 def _num_rows(arrays, what):
@@ -89,22 +93,26 @@ class FeatureData(abc.ABC):
   ``eval_metrics(predictions)``, which gets every eval row's predictions ordered by ``row_id``.
   """
 
-  def __init__(self, train_arrays, eval_arrays):
+  def __init__(self, train_arrays, eval_arrays, test_arrays=None):
     """Keeps the feature arrays.
 
     Args:
       train_arrays: {name: array [F_train, ...]} of model-facing train features.
       eval_arrays: {name: array [F_eval, ...]} of eval features with the same names.
+      test_arrays: {name: array [F_test, ...]} of unlabelled test features (zero labels), or
+        None when the run has no test set.
 
     Raises:
       UserInputError: a split holds no feature.
     """
-    for split, arrays in (("train", train_arrays), ("eval", eval_arrays)):
+    splits = (("train", train_arrays), ("eval", eval_arrays))
+    for split, arrays in splits + ((("test", test_arrays),) if test_arrays is not None else ()):
       if not _num_rows(arrays, split):
-        raise UserInputError(f"the {split} data holds no example; check data.train_path / "
-                             "data.eval_path or data.tfds_*_split")
+        raise UserInputError(f"the {split} data holds no example; check data.{split}_path "
+                             "or data.tfds_*_split")
     self.train_arrays = train_arrays
     self.eval_arrays = eval_arrays
+    self.test_arrays = test_arrays
 
   @property
   def num_train_examples(self) -> int:
@@ -120,7 +128,10 @@ class FeatureData(abc.ABC):
     """Host batches of ``split`` ("train": endless; "eval": finite, padded)."""
     if split not in SPLITS:
       raise ValueError(f"split={split!r}; choose one of {SPLITS}")
-    arrays = self.train_arrays if split == "train" else self.eval_arrays
+    arrays = {"train": self.train_arrays, "eval": self.eval_arrays,
+              "test": self.test_arrays}[split]
+    if arrays is None:
+      raise ValueError("this run has no test split (data.test_path is empty)")
     return FeatureBatches(arrays, split=split, seed=seed, global_batch_size=global_batch_size,
                           process_index=process_index, process_count=process_count,
                           start_position=start_position)
@@ -128,3 +139,23 @@ class FeatureData(abc.ABC):
   @abc.abstractmethod
   def eval_metrics(self, predictions):
     """The task's official eval metrics from all eval rows' predictions (ordered by row_id)."""
+
+  def evaluate(self, predictions):
+    """Eval metrics and the eval prediction files, from all eval rows' predictions.
+
+    Args:
+      predictions: {name: array [F_eval, ...]}, rows ordered by row_id.
+
+    Returns:
+      ({metric: value}, {file name relative to ``<workdir>/predictions/``: text}); tasks
+      without eval prediction files return no files.
+    """
+    return self.eval_metrics(predictions), {}
+
+  def test_prediction_files(self, predictions):
+    """{file name relative to ``<workdir>/predictions/``: text} of the test predictions.
+
+    Args:
+      predictions: {name: array [F_test, ...]}, rows ordered by row_id.
+    """
+    raise NotImplementedError(f"{type(self).__name__} writes no test predictions")

@@ -8,6 +8,7 @@ documented with its default in `bert_jax.default_config.finetune_config`.
 
 import dataclasses
 
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.tasks.classification import reader as glue
 
@@ -19,6 +20,12 @@ class FinetuneDataConfig:
   Attributes:
     train_path: local train file (GLUE TSV / CSV, SQuAD JSON, CoNLL columns, SWAG CSV).
     eval_path: local eval file of the same format.
+    test_path: classification: an unlabelled test file (GLUE's test.tsv: an ``index`` column
+      and the sentences; a custom CSV/TSV: its sentence columns, ``index`` optional) whose
+      predictions the run writes to ``<workdir>/predictions/`` at the end of training, in the
+      GLUE leaderboard's format; empty = none.
+    write_eval_predictions: classification: also write the eval rows' predictions at every
+      eval, to ``<workdir>/predictions/dev/`` (span_qa always writes its prediction files).
     tfds_name: a locally prepared TFDS dataset ("glue/mrpc", "squad/v1.1", "conll2003");
       set = it replaces the local files. Never downloaded.
     tfds_data_dir: its TFDS data folder; empty = TFDS's default (TFDS_DATA_DIR).
@@ -54,6 +61,10 @@ class FinetuneDataConfig:
   """
   train_path: str = ""
   eval_path: str = ""
+  test_path: str = option("", help="classification: unlabelled test file (GLUE test.tsv) "
+                          "predicted at the end of training into <workdir>/predictions/")
+  write_eval_predictions: bool = option(
+      False, help="classification: also write eval predictions to <workdir>/predictions/dev/")
   tfds_name: str = ""
   tfds_data_dir: str = ""
   tfds_train_split: str = "train"

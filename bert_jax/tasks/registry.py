@@ -69,6 +69,10 @@ def make_data(settings):
   if settings.trainer.task == names.PRETRAINING:
     return pretraining_pipeline.PretrainingData(settings.data,
                                                 model_vocab_size=settings.model.vocab_size)
+  if settings.data.test_path and settings.trainer.task != names.CLASSIFICATION:
+    raise UserInputError(
+        f"data.test_path is set but task {settings.trainer.task!r} writes no test predictions "
+        "(only classification does; span_qa writes its eval predictions); unset it")
   vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.trainer.init_from)
   tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=settings.data.lowercase)
   if tokenizer.vocab_size != settings.model.vocab_size:

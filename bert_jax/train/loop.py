@@ -9,6 +9,7 @@ import numpy as np
 from absl import logging
 from etils import epath
 
+from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
@@ -93,14 +94,14 @@ def evaluate(eval_fn, params, eval_batches, mesh, rng, task):
   return task.metrics_from_sums(totals)
 
 
-def evaluate_predictions(predict_fn, params, eval_batches, mesh, rng, task, data):
-  """Eval loss and the task's official metrics over the whole (finite) eval split.
+def predict_rows(predict_fn, params, batches, mesh, rng):
+  """Summed metrics and every real row's predictions over a finite split, ordered by row_id.
 
   Every host gets every row's predictions (the jitted step replicates them); padding rows
-  (``row_id`` -1) are dropped and the rest ordered by ``row_id`` before `data.eval_metrics`.
+  (``row_id`` -1) are dropped.
   """
   totals, parts = None, []
-  for host_batch in eval_batches:
+  for host_batch in batches:
     sums, predictions = jax.device_get(
         predict_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng))
     totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
@@ -112,10 +113,25 @@ def evaluate_predictions(predict_fn, params, eval_batches, mesh, rng, task, data
   real = row_id >= 0
   order = np.argsort(row_id[real], kind="stable")
   if not np.array_equal(row_id[real][order], np.arange(order.size)):
-    raise RuntimeError("eval batches did not cover every eval row exactly once")
-  metrics = task.metrics_from_sums(totals)
-  metrics.update(data.eval_metrics({key: value[real][order] for key, value in rows.items()}))
-  return metrics
+    raise RuntimeError("batches did not cover every row exactly once")
+  return totals, {key: value[real][order] for key, value in rows.items()}
+
+
+def evaluate_predictions(predict_fn, params, eval_batches, mesh, rng, task, data):
+  """Eval loss, the task's official metrics and its eval prediction files (`data.evaluate`)."""
+  totals, rows = predict_rows(predict_fn, params, eval_batches, mesh, rng)
+  metrics, files = data.evaluate(rows)
+  return {**task.metrics_from_sums(totals), **metrics}, files
+
+
+def write_predictions(workdir, files):
+  """Writes {name: text} under ``<workdir>/predictions/``; process 0 only (rows are replicated)."""
+  if jax.process_index() != 0 or not files:
+    return
+  for name, text in files.items():
+    path = workdir_lib.Workdir.at(workdir).predictions / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -213,8 +229,13 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
           eval_metrics = evaluate(training.eval_step, state.params, eval_batches, mesh,
                                   eval_rng, task)
         else:
-          eval_metrics = evaluate_predictions(training.predict_step, state.params,
-                                              eval_batches, mesh, eval_rng, task, data)
+          eval_metrics, files = evaluate_predictions(training.predict_step, state.params,
+                                                     eval_batches, mesh, eval_rng, task, data)
+          if done == trainer.num_train_steps and data.test_arrays is not None:
+            _, test_rows = predict_rows(training.predict_step, state.params,
+                                        _batches(data, settings, "test"), mesh, eval_rng)
+            files.update(data.test_prediction_files(test_rows))
+          write_predictions(workdir, files)
         writer.write(done, "eval", eval_metrics)
       if preempted:
         logging.warning("Preempted (SIGTERM): saved step %d, exiting", done)

@@ -129,6 +129,27 @@ def _label(value, layout: GlueLayout, where: str):
   return layout.label_names.index(value)
 
 
+def _open_rows(path, has_header, key):
+  """(header or None, (line number, row) pairs, whether CSV) of a local or ``gs://`` file."""
+  if not files.is_file(path):
+    raise UserInputError(f"data file {path} does not exist; set {key} to GLUE TSV files "
+                         "(e.g. MRPC/train.tsv, MRPC/dev.tsv, MRPC/test.tsv)")
+  is_csv = path.endswith(".csv")
+  f = io.StringIO(files.read_text(path, "utf-8-sig"), newline="")  # Local or gs://.
+  rows = csv.reader(f) if is_csv else csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+  header = next(rows, None) if has_header else None
+  if has_header and header is None:
+    raise UserInputError(f"{path} is empty; it needs a header line and examples")
+  numbered = ((n, row) for n, row in enumerate(rows, start=2 if has_header else 1) if row)
+  return header, numbered, is_csv
+
+
+def _check_width(row, needed, where, is_csv):
+  if len(row) < needed:
+    raise UserInputError(f"{where} has {len(row)} columns, the task needs at least "
+                         f"{needed}; is it a {'CSV' if is_csv else 'TSV'} of this task?")
+
+
 def read_file(path: str, layout: GlueLayout, max_examples: int = 0) -> list[SentenceExample]:
   """Reads the labelled examples of a GLUE TSV (or a custom CSV/TSV) file.
 
@@ -145,33 +166,53 @@ def read_file(path: str, layout: GlueLayout, max_examples: int = 0) -> list[Sent
     UserInputError: the file is missing, lacks a column, has a short row or a bad label
       (the message names the file and line). Paths may be local or ``gs://``.
   """
-  if not files.is_file(path):
-    raise UserInputError(f"data file {path} does not exist; set data.train_path / "
-                         "data.eval_path to GLUE TSV files (e.g. MRPC/train.tsv, MRPC/dev.tsv)")
-  is_csv = path.endswith(".csv")
+  header, rows, is_csv = _open_rows(path, layout.has_header, "data.train_path / data.eval_path")
+  columns = [_column_index(c, header, path) for c in (layout.text_a, layout.text_b,
+                                                      layout.label) if c is not None]
   examples = []
-  with io.StringIO(files.read_text(path, "utf-8-sig"), newline="") as f:  # Local or gs://.
-    rows = (csv.reader(f) if is_csv else
-            csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    header = next(rows, None) if layout.has_header else None
-    if layout.has_header and header is None:
-      raise UserInputError(f"{path} is empty; it needs a header line and examples")
-    columns = [_column_index(c, header, path) for c in (layout.text_a, layout.text_b,
-                                                        layout.label) if c is not None]
-    needed = max(columns) + 1
-    for line_number, row in enumerate(rows, start=2 if layout.has_header else 1):
-      if not row:
-        continue
-      where = f"{path}:{line_number}"
-      if len(row) < needed:
-        raise UserInputError(f"{where} has {len(row)} columns, the task needs at least "
-                             f"{needed}; is it a {'CSV' if is_csv else 'TSV'} of this task?")
-      text_b = None if layout.text_b is None else row[columns[1]]
-      examples.append(SentenceExample(row[columns[0]], text_b,
-                                      _label(row[columns[-1]], layout, where)))
-      if len(examples) == max_examples:
-        break
+  for line_number, row in rows:
+    where = f"{path}:{line_number}"
+    _check_width(row, max(columns) + 1, where, is_csv)
+    text_b = None if layout.text_b is None else row[columns[1]]
+    examples.append(SentenceExample(row[columns[0]], text_b,
+                                    _label(row[columns[-1]], layout, where)))
+    if len(examples) == max_examples:
+      break
   return examples
+
+
+# GLUE's test.tsv files have a header even where train/dev.tsv do not (CoLA: index, sentence).
+_TEST_TEXT_A = {3: "sentence"}
+# The id column of a test file: GLUE's "index" (QQP's test.tsv calls it "id").
+_INDEX_COLUMNS = ("index", "id")
+
+
+def read_test_file(path: str, layout: GlueLayout) -> tuple[list[str], list[SentenceExample]]:
+  """Reads an unlabelled test file: GLUE's test.tsv, or a custom CSV/TSV without its label.
+
+  Args:
+    path: the file (with a header line); ``.csv`` as in `read_file`.
+    layout: the task's layout; its sentence columns are read, its label column is not.
+
+  Returns:
+    (the rows' ids: the ``index`` (or ``id``) column, else 0, 1, ... in file order; the
+    examples, with label 0).
+
+  Raises:
+    UserInputError: the file is missing, lacks a sentence column or has a short row.
+  """
+  header, rows, is_csv = _open_rows(path, True, "data.test_path")
+  text_a = _TEST_TEXT_A.get(layout.text_a, layout.text_a)
+  columns = [_column_index(c, header, path) for c in (text_a, layout.text_b) if c is not None]
+  index = next((header.index(c) for c in _INDEX_COLUMNS if c in header), None)
+  needed = max(columns + [index or 0]) + 1
+  ids, examples = [], []
+  for line_number, row in rows:
+    _check_width(row, needed, f"{path}:{line_number}", is_csv)
+    ids.append(str(len(ids)) if index is None else row[index])
+    text_b = None if layout.text_b is None else row[columns[1]]
+    examples.append(SentenceExample(row[columns[0]], text_b, 0 if layout.label_names else 0.0))
+  return ids, examples
 
 
 def read_tfds(name: str, layout: GlueLayout, *, split: str, data_dir: str = "",

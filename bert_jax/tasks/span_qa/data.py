@@ -4,7 +4,14 @@ Examples come from SQuAD JSON files (``data.train_path`` / ``data.eval_path``) o
 prepared TFDS ``squad/v1.1`` / ``squad/v2.0`` (``data.tfds_name``). Batching is the shared
 fine-tuning contract (`bert_jax.tasks.feature_batches`); evaluation post-processes the eval
 rows' logits into answer texts and scores them with SQuAD's official EM / F1.
+
+Every eval also returns run_squad.py's files for ``<workdir>/predictions/``: predictions.json
+({qid: answer}), nbest_predictions.json ({qid: [{text, probability, start_logit, end_logit}]})
+and, for v2.0, null_odds.json ({qid: null score diff}); v2.0 evals add evaluate-v2.0's best
+no-answer thresholds (best_exact, best_exact_thresh, best_f1, best_f1_thresh).
 """
+
+import json
 
 from absl import logging
 
@@ -75,17 +82,27 @@ class SquadData(feature_batches.FeatureData):
       predictions: {"start_logits", "end_logits"}: [F_eval, L] each, rows in feature order.
 
     Returns:
-      {"exact", "f1"} (+ "HasAns_*" / "NoAns_*" with unanswerable questions), in percent.
+      {"exact", "f1"} (+ "HasAns_*" / "NoAns_*" with unanswerable questions, and the v2.0
+      "best_*" thresholds), in percent.
     """
-    answers = self.predict_answers(predictions)
-    gold = {e.qid: list(e.answer_texts) for e in self.eval_examples}
-    return squad_metrics.squad_scores(gold, answers)
+    return self.evaluate(predictions)[0]
 
-  def predict_answers(self, predictions):
-    """{question id: answer text} of the eval questions from their rows' logits."""
-    return squad_postprocess.predict_answers(
+  def evaluate(self, predictions):
+    """`eval_metrics` and run_squad.py's prediction files (see the module docstring)."""
+    results = squad_postprocess.predict(
         self.eval_examples, self.eval_features, predictions["start_logits"],
         predictions["end_logits"], self.answer_options)
+    answers = {qid: p.answer for qid, p in results.items()}
+    gold = {e.qid: list(e.answer_texts) for e in self.eval_examples}
+    metrics = squad_metrics.squad_scores(gold, answers)
+    files = {"predictions.json": answers,
+             "nbest_predictions.json": {qid: p.nbest for qid, p in results.items()}}
+    if self.answer_options.version_2_with_negative:
+      null_odds = {qid: p.null_odds for qid, p in results.items()}
+      metrics.update(squad_metrics.best_thresholds(gold, answers, null_odds))
+      files["null_odds.json"] = null_odds
+    return metrics, {name: json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+                     for name, value in files.items()}
 
 
 def make_data(config, tokenizer) -> SquadData:

@@ -10,6 +10,9 @@ whose gold answers all normalise to nothing is scored as unanswerable. An unansw
 (no gold answers) is answered correctly only by the empty prediction. With unanswerable
 questions present the breakdown over answerable ("HasAns_*") and unanswerable ("NoAns_*")
 questions is added. Equality with ``transformers.data.metrics.squad_metrics`` is tested.
+
+`best_thresholds` is the v2.0 script's ``find_best_thresh``: the no-answer threshold on the
+null odds that maximises EM (F1) on the dev set, and that best score.
 """
 
 import collections
@@ -46,6 +49,69 @@ def f1_score(prediction, gold):
   return 2 * precision * recall / (precision + recall)
 
 
+def question_scores(gold_answers, predictions):
+  """Per question: exact match (0/1), F1 (0..1) and whether it is answerable.
+
+  Args:
+    gold_answers: {question id: list of gold answer texts}; empty for unanswerable questions.
+    predictions: {question id: predicted text} for every question of ``gold_answers``.
+
+  Returns:
+    ({qid: exact}, {qid: f1}, {qid: answerable}) in the order of ``gold_answers``.
+
+  Raises:
+    ValueError: a question has no prediction.
+  """
+  missing = sorted(set(gold_answers) - set(predictions))
+  if missing:
+    raise ValueError(f"{len(missing)} questions have no prediction, e.g. {missing[:3]}")
+  exact, f1, answerable = {}, {}, {}
+  for qid, golds in gold_answers.items():
+    answerable[qid] = bool(golds)  # The breakdown follows the file, as the script's does.
+    golds = [g for g in golds if normalize_answer(g)] or [""]
+    exact[qid] = max(exact_match(predictions[qid], g) for g in golds)
+    f1[qid] = max(f1_score(predictions[qid], g) for g in golds)
+  return exact, f1, answerable
+
+
+def _best_threshold(predictions, scores, null_odds, answerable):
+  """The v2.0 script's find_best_thresh: (best score in percent, its threshold)."""
+  current = best = sum(1 for qid in scores if not answerable[qid])
+  threshold = 0.0
+  for qid in sorted(null_odds, key=lambda q: null_odds[q]):  # Stable: file order on ties.
+    if qid not in scores:
+      continue
+    if answerable[qid]:
+      current += scores[qid]
+    elif predictions[qid]:
+      current -= 1
+    if current > best:
+      best, threshold = current, null_odds[qid]
+  return 100.0 * best / len(scores), threshold
+
+
+def best_thresholds(gold_answers, predictions, null_odds):
+  """SQuAD v2.0's best no-answer thresholds on the null odds (evaluate-v2.0's logic).
+
+  Sweeping the questions by rising null odds, each threshold answers the questions up to it
+  and abstains on the rest; the best EM / F1 of the sweep (starting from abstaining on all, at
+  threshold 0.0) and the null odds that first reach it are reported.
+
+  Args:
+    gold_answers: {question id: gold texts}; empty for unanswerable questions.
+    predictions: {question id: predicted text} (the answers of the run's threshold).
+    null_odds: {question id: null score - best span score}.
+
+  Returns:
+    {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} (scores in percent).
+  """
+  exact, f1, answerable = question_scores(gold_answers, predictions)
+  best_exact, exact_threshold = _best_threshold(predictions, exact, null_odds, answerable)
+  best_f1, f1_threshold = _best_threshold(predictions, f1, null_odds, answerable)
+  return {"best_exact": best_exact, "best_exact_thresh": exact_threshold,
+          "best_f1": best_f1, "best_f1_thresh": f1_threshold}
+
+
 def squad_scores(gold_answers, predictions):
   """Exact match and F1 over a set of questions, in percent.
 
@@ -60,15 +126,7 @@ def squad_scores(gold_answers, predictions):
   Raises:
     ValueError: a question has no prediction.
   """
-  missing = sorted(set(gold_answers) - set(predictions))
-  if missing:
-    raise ValueError(f"{len(missing)} questions have no prediction, e.g. {missing[:3]}")
-  exact, f1, answerable = {}, {}, {}
-  for qid, golds in gold_answers.items():
-    answerable[qid] = bool(golds)  # The breakdown follows the file, as the script's does.
-    golds = [g for g in golds if normalize_answer(g)] or [""]
-    exact[qid] = max(exact_match(predictions[qid], g) for g in golds)
-    f1[qid] = max(f1_score(predictions[qid], g) for g in golds)
+  exact, f1, answerable = question_scores(gold_answers, predictions)
 
   def mean(scores, qids):
     return 100.0 * sum(scores[q] for q in qids) / len(qids)
