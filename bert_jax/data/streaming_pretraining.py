@@ -156,7 +156,8 @@ def write_streaming(*, paths, output_dir, process_index, process_count, num_shar
   train_names = [record_format.shard_name("train", s, num_shards) for s in shard_indices]
   eval_name = record_format.shard_name("eval", process_index, process_count)
   written = {name: 0 for name in train_names}
-  counts = {"non_utf8_lines": 0, "documents": 0, "train_sequences": 0, "eval_sequences": 0}
+  counts = {"non_utf8_lines": 0, "documents": 0, "tokens": 0, "train_sequences": 0,
+            "eval_sequences": 0}
   bad_lines = [0]
 
   def documents():
@@ -197,6 +198,7 @@ def write_streaming(*, paths, output_dir, process_index, process_count, num_shar
       for key, value in window_counts.items():
         counts[key] = counts.get(key, 0) + value
       counts["documents"] += corpus.num_documents
+      counts["tokens"] += corpus.num_tokens
       counts["train_sequences"] += num_train
       progress.update(corpus.num_documents, corpus.num_tokens)
   finally:
