@@ -46,7 +46,8 @@ def build_input(path, size_mb, seed):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.benchmark_create_pretraining_data")
+  parser = argparse.ArgumentParser(
+      prog="python -m bert_jax.tools.benchmark_create_pretraining_data")
   parser.add_argument("--sizes_mb", default="18,180")
   parser.add_argument("--window_documents", type=int, default=50000)
   args = parser.parse_args(argv)

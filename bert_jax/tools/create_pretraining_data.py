@@ -162,6 +162,8 @@ def parse_args(argv):
     raise UserInputError(
         f"--num_shards={args.num_shards} is not a positive multiple of the {args.process_count} "
         "processes; every process writes the same number of shards")
+  if args.window_documents < 2:
+    raise UserInputError(f"--window_documents={args.window_documents} must be at least 2")
   if args.dupe_factor < 1:
     raise UserInputError(f"--dupe_factor={args.dupe_factor} must be at least 1")
   sentence_pairs.check_max_seq_length(args.max_seq_length)
