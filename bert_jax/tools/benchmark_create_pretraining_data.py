@@ -49,7 +49,7 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       prog="python -m bert_jax.tools.benchmark_create_pretraining_data")
   parser.add_argument("--sizes_mb", default="18,180")
-  parser.add_argument("--window_documents", type=int, default=50000)
+  parser.add_argument("--window_documents", type=int, default=2000)
   args = parser.parse_args(argv)
   result = {"window_documents": args.window_documents}
   with tempfile.TemporaryDirectory() as tmp:

@@ -141,7 +141,7 @@ def parse_args(argv):
   parser.add_argument("--process_count", type=int, default=1)
   parser.add_argument("--num_workers", type=int, default=1,
                       help="local worker pool: runs process indices 0..num_workers-1")
-  parser.add_argument("--window_documents", type=int, default=50000,
+  parser.add_argument("--window_documents", type=int, default=2000,
                       help="documents held in memory at once (NSP, hold-out and shuffle are "
                       "drawn within a window); bounds memory whatever the input size")
   parser.add_argument("--progress_every_s", type=float, default=30.0,
