@@ -14,6 +14,9 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
 * Parallel: input files are dealt to ``--process_count`` processes (``--process_index`` on
   each machine), or to a local pool with ``--num_workers``; process ``p`` writes shards ``p,
   p + n, ...``, its held-out documents to ``eval-<p>-of-<n>`` and ``metadata-<p>.json``.
+* Streaming: documents are processed in windows of ``--window_documents`` (bounded memory; see
+  `bert_jax.data.streaming_pretraining` for how that differs from pairing over the whole input),
+  with a progress line every ``--progress_every_s`` seconds.
 * Deterministic: the output depends only on the inputs, the flags and ``--seed``.
 * Nothing is dropped silently: non-UTF-8 lines, sentences cut to fit, documents spread over
   several rows are counted, logged and stored in the metadata.
@@ -31,9 +34,9 @@ from bert_jax.data import files as data_files
 from bert_jax.data import full_sentences
 from bert_jax.data import record_format
 from bert_jax.data import sentence_pairs
+from bert_jax.data import streaming_pretraining
 from bert_jax.data import text_corpus
 from bert_jax.data import tokenization
-from bert_jax.data import tokenized_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.tools import build_default_corpus
 
@@ -74,11 +77,6 @@ def _make_rows(corpus, args, rng, tokenizer):
   return arrays, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
 
 
-def _shuffled(arrays, rng):
-  order = rng.permutation(len(arrays[record_format.LABEL_KEY]))
-  return {key: value[order] for key, value in arrays.items()}
-
-
 def run_process(args, process_index):
   """Writes the shards of one process; returns its metadata dict."""
   files = text_corpus.expand_paths(args.input.split(","))
@@ -88,36 +86,16 @@ def run_process(args, process_index):
         f"{len(files)} input files cannot feed {args.process_count} processes; give at least "
         "as many files as processes (split the text into more files)")
   tokenizer = tokenization.load_tokenizer(args.vocab, lowercase=args.lowercase)
-  documents, num_undecodable = [], 0
-  reader = (read_paragraph_documents if args.input_format == "paragraphs"
-            else text_corpus.read_documents_from_file)
-  for path in mine:
-    file_documents, bad_lines = reader(path)
-    documents.extend(file_documents)
-    num_undecodable += bad_lines
-  corpus = tokenized_corpus.tokenize_documents(documents, tokenizer)
-  train_documents, eval_documents = tokenized_corpus.split_documents(
-      corpus.num_documents, args.eval_fraction)
-  rng = np.random.default_rng([args.seed, process_index])
-  train, counts = _make_rows(corpus.select(train_documents), args, rng, tokenizer)
-  train = _shuffled(train, rng)
   data_files.makedirs(args.output_dir)  # A local folder or gs://.
-  written = {}
-  shard_indices = range(process_index, args.num_shards, args.process_count)
-  for shard, rows in zip(shard_indices, np.array_split(np.arange(len(train["input_ids"])),
-                                                       len(shard_indices))):
-    name = record_format.shard_name("train", shard, args.num_shards)
-    written[name] = record_format.write_records(
-        os.path.join(args.output_dir, name), {k: v[rows] for k, v in train.items()})
-  num_eval = 0
-  if len(eval_documents):
-    held_out, eval_counts = _make_rows(corpus.select(eval_documents), args, rng, tokenizer)
-    name = record_format.shard_name("eval", process_index, args.process_count)
-    num_eval = written[name] = record_format.write_records(
-        os.path.join(args.output_dir, name), _shuffled(held_out, rng))
-    counts = {key: counts[key] + eval_counts[key] for key in counts}
-  counts.update(non_utf8_lines=num_undecodable, documents=corpus.num_documents,
-                train_sequences=len(train["input_ids"]), eval_sequences=num_eval)
+  written, counts = streaming_pretraining.write_streaming(
+      paths=mine, output_dir=args.output_dir, process_index=process_index,
+      process_count=args.process_count, num_shards=args.num_shards, seed=args.seed,
+      eval_fraction=args.eval_fraction, tokenizer=tokenizer,
+      make_rows=lambda corpus, rng: _make_rows(corpus, args, rng, tokenizer),
+      window_documents=args.window_documents,
+      split_sentences=(build_default_corpus.split_sentences
+                       if args.input_format == "paragraphs" else None),
+      progress_every_s=args.progress_every_s)
   metadata = {
       "max_seq_length": args.max_seq_length, "style": args.style, "objective": args.objective,
       "vocab": data_files.absolute_path(args.vocab), "vocab_size": tokenizer.vocab_size,
@@ -163,6 +141,11 @@ def parse_args(argv):
   parser.add_argument("--process_count", type=int, default=1)
   parser.add_argument("--num_workers", type=int, default=1,
                       help="local worker pool: runs process indices 0..num_workers-1")
+  parser.add_argument("--window_documents", type=int, default=2000,
+                      help="documents held in memory at once (NSP, hold-out and shuffle are "
+                      "drawn within a window); bounds memory whatever the input size")
+  parser.add_argument("--progress_every_s", type=float, default=30.0,
+                      help="seconds between progress lines (documents/s, tokens/s, ETA)")
   args = parser.parse_args(argv)
   if args.style == "full_sentences":
     args.objective = "none"
@@ -179,6 +162,8 @@ def parse_args(argv):
     raise UserInputError(
         f"--num_shards={args.num_shards} is not a positive multiple of the {args.process_count} "
         "processes; every process writes the same number of shards")
+  if args.window_documents < 2:
+    raise UserInputError(f"--window_documents={args.window_documents} must be at least 2")
   if args.dupe_factor < 1:
     raise UserInputError(f"--dupe_factor={args.dupe_factor} must be at least 1")
   sentence_pairs.check_max_seq_length(args.max_seq_length)

@@ -1,0 +1,209 @@
+"""Streams text files into pretraining rows in bounded memory, one window of documents at a time.
+
+Documents are read lazily, gathered into windows of ``window_documents`` documents, and each
+window is tokenised, split into train and held-out documents, paired (or packed), shuffled and
+appended to the shard writers before the next window is read. Memory is bounded by the window,
+not by the file size.
+
+Algorithm differences from the in-memory version (which sees a whole process's files at once):
+
+* The random "next sentence" of NSP, the eval hold-out and the shuffle of rows are drawn within a
+  window, not the whole corpus.
+* Each window's shuffled rows are split evenly over the process's train shards, so every shard
+  holds a slice of every window (in window order); training interleaves shards and shuffles.
+* Window ``w`` uses the generator ``default_rng([seed, process_index])`` for ``w == 0`` and
+  ``default_rng([seed, process_index, w])`` after, so a corpus that fits in one window gives
+  byte-identical output to the in-memory version, and any corpus gives output that depends only
+  on inputs, flags and seed.
+* A last window smaller than half a window is merged into the one before, so no window is too
+  small to pair (at most 1.5 windows of documents are held).
+"""
+
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_jax.data import files as data_files
+from bert_jax.data import record_format
+from bert_jax.data import tokenized_corpus
+from bert_jax.errors import UserInputError
+
+
+def file_size(path):
+  """Bytes of ``path`` (local or gs://), for the progress ETA."""
+  return tf.io.gfile.stat(path).length
+
+
+class _ByteCounter:
+  """Counts raw bytes read, shared between the reader and the progress line."""
+
+  def __init__(self):
+    self.bytes = 0
+
+
+def stream_documents(paths, counter, split_sentences=None):
+  """Yields ``(document, num_undecodable_lines)`` from text files, one document at a time.
+
+  Args:
+    paths: BERT-format text files (one sentence or paragraph per line, blank lines between
+      documents).
+    counter: a ``_ByteCounter`` advanced by the raw bytes read.
+    split_sentences: for the paragraphs format, ``str -> list[str]``; None keeps lines as they
+      are.
+
+  Yields:
+    Lists of sentence strings; the int is lines skipped as non-UTF-8 since the last document.
+  """
+  for path in paths:
+    if not data_files.is_file(path):
+      raise FileNotFoundError(f"corpus file {path} does not exist")
+    any_text = False
+    current, bad = [], 0
+    with data_files.open_binary(path) as f:
+      for raw_line in f:
+        counter.bytes += len(raw_line)
+        try:
+          line = raw_line.decode("utf-8").strip()
+        except UnicodeDecodeError:
+          bad += 1  # Skip only the bad line; counted in the metadata.
+          continue
+        if line:
+          current.extend(split_sentences(line) if split_sentences else [line])
+        elif current:
+          yield current, bad
+          any_text, current, bad = True, [], 0
+    if current:
+      yield current, bad
+      any_text, bad = True, 0
+    if bad:
+      yield [], bad
+    if not any_text:
+      raise UserInputError(f"corpus file {path} contains no text; it needs one sentence per "
+                           "line with blank lines between documents")
+
+
+def windows(documents, window_documents):
+  """Groups a document stream into lists of about ``window_documents`` (last one up to 1.5x)."""
+  pending, current = None, []
+  half = max(1, window_documents // 2)
+  for document in documents:
+    current.append(document)
+    if pending is not None and len(current) >= half:
+      yield pending
+      pending = None
+    if pending is None and len(current) >= window_documents:
+      pending, current = current, []
+  if pending is not None:
+    yield pending + current
+  elif current:
+    yield current
+
+
+class Progress:
+  """Logs documents/s, tokens/s and an ETA (by bytes read of the total) every ``every_s``."""
+
+  def __init__(self, total_bytes, counter, every_s=30.0, log=logging.info):
+    self._total, self._counter, self._every, self._log = total_bytes, counter, every_s, log
+    self._start = self._last = time.monotonic()
+    self.documents = self.tokens = 0
+
+  def update(self, documents, tokens, force=False):
+    self.documents += documents
+    self.tokens += tokens
+    now = time.monotonic()
+    if not force and now - self._last < self._every:
+      return
+    self._last = now
+    elapsed = max(now - self._start, 1e-9)
+    done = min(self._counter.bytes / max(self._total, 1), 1.0)
+    eta = elapsed * (1 - done) / done if done > 0 else float("inf")
+    self._log("progress: %d documents (%.0f/s), %d tokens (%.0f/s), %.1f%% of %d bytes, "
+              "ETA %.0f s", self.documents, self.documents / elapsed, self.tokens,
+              self.tokens / elapsed, 100 * done, self._total, eta)
+
+
+def _shuffled(arrays, rng):
+  order = rng.permutation(len(arrays[record_format.LABEL_KEY]))
+  return {key: value[order] for key, value in arrays.items()}
+
+
+def write_streaming(*, paths, output_dir, process_index, process_count, num_shards, seed,
+                    eval_fraction, tokenizer, make_rows, window_documents,
+                    split_sentences=None, progress_every_s=30.0):
+  """Writes one process's train shards and eval file window by window.
+
+  Args:
+    paths: this process's input files.
+    output_dir: local folder or gs://.
+    process_index, process_count, num_shards: sharding as the tool's flags.
+    seed: the run's seed.
+    eval_fraction: documents held out per window.
+    tokenizer: a tokenizer with ``encode_batch``.
+    make_rows: ``(corpus, rng) -> (arrays, counts dict)``, pairs or packed rows of one split.
+    window_documents: documents per window.
+    split_sentences: see `stream_documents`.
+    progress_every_s: seconds between progress lines.
+
+  Returns:
+    ``(written, counts)``: rows per file name and summed counts.
+  """
+  counter = _ByteCounter()
+  progress = Progress(sum(file_size(p) for p in paths), counter, progress_every_s)
+  shard_indices = list(range(process_index, num_shards, process_count))
+  train_names = [record_format.shard_name("train", s, num_shards) for s in shard_indices]
+  eval_name = record_format.shard_name("eval", process_index, process_count)
+  written = {name: 0 for name in train_names}
+  counts = {"non_utf8_lines": 0, "documents": 0, "tokens": 0, "train_sequences": 0,
+            "eval_sequences": 0}
+  bad_lines = [0]
+
+  def documents():
+    for document, bad in stream_documents(paths, counter, split_sentences):
+      bad_lines[0] += bad
+      if document:
+        yield document
+
+  writers = [tf.io.TFRecordWriter(os.path.join(output_dir, n)) for n in train_names]
+  eval_writer = None
+  try:
+    for w, window in enumerate(windows(documents(), window_documents)):
+      corpus = tokenized_corpus.tokenize_documents(window, tokenizer)
+      del window
+      train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents,
+                                                               eval_fraction)
+      rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
+      train, window_counts = make_rows(corpus.select(train_docs), rng)
+      train = _shuffled(train, rng)
+      num_train = len(train[record_format.LABEL_KEY])
+      for writer, name, rows in zip(writers, train_names,
+                                    np.array_split(np.arange(num_train), len(writers))):
+        for row in rows:
+          writer.write(record_format.serialize(train, row))
+        written[name] += len(rows)
+      if len(eval_docs):
+        held_out, eval_counts = make_rows(corpus.select(eval_docs), rng)
+        held_out = _shuffled(held_out, rng)
+        if eval_writer is None:
+          eval_writer = tf.io.TFRecordWriter(os.path.join(output_dir, eval_name))
+          written[eval_name] = 0
+        for row in range(len(held_out[record_format.LABEL_KEY])):
+          eval_writer.write(record_format.serialize(held_out, row))
+        written[eval_name] += len(held_out[record_format.LABEL_KEY])
+        counts["eval_sequences"] += len(held_out[record_format.LABEL_KEY])
+        for key, value in eval_counts.items():
+          window_counts[key] += value
+      for key, value in window_counts.items():
+        counts[key] = counts.get(key, 0) + value
+      counts["documents"] += corpus.num_documents
+      counts["tokens"] += corpus.num_tokens
+      counts["train_sequences"] += num_train
+      progress.update(corpus.num_documents, corpus.num_tokens)
+  finally:
+    for writer in writers + ([eval_writer] if eval_writer else []):
+      writer.close()
+  progress.update(0, 0, force=True)
+  counts["non_utf8_lines"] = bad_lines[0]
+  return written, counts
