@@ -11,8 +11,12 @@ from typing import Any
 HELP = "help"
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", *,  # pylint: disable=redefined-builtin
-           default_factory: Any = dataclasses.MISSING) -> Any:
+def option(
+  default: Any = dataclasses.MISSING,
+  help: str = "",
+  *,  # pylint: disable=redefined-builtin
+  default_factory: Any = dataclasses.MISSING,
+) -> Any:
   """A dataclass field with a default and a one-line description of the config key.
 
   Args:
@@ -22,8 +26,7 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *,  # pylint: dis
   """
   if not help:
     raise ValueError("every config key needs a description")
-  return dataclasses.field(default=default, default_factory=default_factory,
-                           metadata={HELP: help})
+  return dataclasses.field(default=default, default_factory=default_factory, metadata={HELP: help})
 
 
 def description(field: dataclasses.Field) -> str:

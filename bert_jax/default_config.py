@@ -10,21 +10,21 @@ import ml_collections
 # Logical axis -> mesh axes. Params: FSDP shards the embed dimension, tensor parallelism the
 # heads / mlp / vocab dimensions (Megatron style). Activations: batch over data+fsdp.
 DEFAULT_LOGICAL_AXIS_RULES = (
-    ("activation_batch", ("data", "fsdp")),
-    ("activation_length", None),
-    ("activation_embed", None),
-    ("activation_heads", "tensor"),
-    ("activation_mlp", "tensor"),
-    ("embed", "fsdp"),
-    ("vocab", "tensor"),
-    ("heads", "tensor"),
-    ("mlp", "tensor"),
-    ("kv", None),
-    ("norm", None),
-    ("positions", None),
-    ("token_types", None),
-    ("classes", None),
-    ("layers", None),
+  ("activation_batch", ("data", "fsdp")),
+  ("activation_length", None),
+  ("activation_embed", None),
+  ("activation_heads", "tensor"),
+  ("activation_mlp", "tensor"),
+  ("embed", "fsdp"),
+  ("vocab", "tensor"),
+  ("heads", "tensor"),
+  ("mlp", "tensor"),
+  ("kv", None),
+  ("norm", None),
+  ("positions", None),
+  ("token_types", None),
+  ("classes", None),
+  ("layers", None),
 )
 
 
@@ -101,7 +101,7 @@ def base_config() -> ml_collections.ConfigDict:
   config.data.mask_prob = 0.15  # Fraction of tokens chosen for MLM.
   config.data.short_seq_prob = 0.1  # Fraction of sequences made shorter than the maximum.
   config.data.eval_fraction = 0.05  # Documents held out for the eval split.
-  config.data.num_eval_examples = ml_collections.config_dict.placeholder(int) 
+  config.data.num_eval_examples = ml_collections.config_dict.placeholder(int)
   # ^ Eval examples (unset: every held-out pair), rounded down to whole global batches.
   config.data.masking = "token"  # token (BERT) | whole_word (all pieces of a word) | span.
   config.data.span_geometric_p = 0.2  # span: span length in words ~ Geometric(p) (SpanBERT)

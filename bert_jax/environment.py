@@ -13,5 +13,6 @@ def import_tensorflow_for_data():
   """Imports TensorFlow for tf.data only: quiet, and hidden from any accelerator jax uses."""
   quiet_tensorflow()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   tf.config.set_visible_devices([], "GPU")
   return tf

@@ -40,6 +40,7 @@ class Workdir:
   Attributes:
     path: the workdir itself.
   """
+
   path: epath.Path
 
   @classmethod
@@ -97,8 +98,9 @@ class Workdir:
     try:
       return json.loads(self.config_json.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-      raise UserInputError(f"{self.config_json} is not valid JSON ({error}); restore it or "
-                           "use a new workdir") from None
+      raise UserInputError(
+        f"{self.config_json} is not valid JSON ({error}); restore it or use a new workdir"
+      ) from None
 
   def resolve(self, relative_or_absolute: str) -> str:
     """A path stored in the workdir's config.json, made absolute against the workdir.
@@ -108,8 +110,7 @@ class Workdir:
     if not relative_or_absolute:
       return relative_or_absolute
     path = epath.Path(relative_or_absolute)
-    return str(path if path.is_absolute() or "://" in relative_or_absolute
-               else self.path / path)
+    return str(path if path.is_absolute() or "://" in relative_or_absolute else self.path / path)
 
 
 def find_checkpoint(path) -> epath.Path:
@@ -128,11 +129,16 @@ def find_checkpoint(path) -> epath.Path:
   if (path / STATE_ITEM).exists():
     return path
   directory = path / CHECKPOINTS_DIR if (path / CHECKPOINTS_DIR).exists() else path
-  steps = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if (
-      directory.is_dir()) else []
+  steps = (
+    sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    if (directory.is_dir())
+    else []
+  )
   if not steps:
-    raise UserInputError(f"{path} holds no checkpoint; point at a workdir, its checkpoints/ "
-                         "directory or one checkpoints/<step> directory")
+    raise UserInputError(
+      f"{path} holds no checkpoint; point at a workdir, its checkpoints/ "
+      "directory or one checkpoints/<step> directory"
+    )
   return directory / str(steps[-1])
 
 

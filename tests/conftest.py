@@ -3,7 +3,8 @@
 import os
 
 os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -13,7 +14,7 @@ import jax  # pylint: disable=g-import-not-at-top
 # Implicit rank promotion hides shape bugs; make it an error everywhere under test.
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest  # noqa: E402  (after the XLA flags and jax config above)
 
 
 @pytest.fixture(scope="session")
@@ -23,4 +24,5 @@ def tiny_pretrained_workdir(tmp_path_factory):
   together with `finetune_fixtures.model_overrides()` / `model_flags()`. Treat it as read-only.
   """
   from tests import finetune_fixtures  # pylint: disable=g-import-not-at-top
+
   return finetune_fixtures.pretrain_tiny(tmp_path_factory.mktemp("tiny_pretrained"))

@@ -16,8 +16,11 @@ from bert_jax.train.loop import train_and_evaluate
 
 # BERT-tiny's shape (L=2, H=128, A=2, I=512) over the embedded 8192-entry vocab, with room for
 # 128-token fine-tuning sequences.
-PRETRAINED_MODEL = {"model.size": "tiny", "model.vocab_size": 8192,
-                    "model.max_position_embeddings": 128}
+PRETRAINED_MODEL = {
+  "model.size": "tiny",
+  "model.vocab_size": 8192,
+  "model.max_position_embeddings": 128,
+}
 
 
 def model_overrides():
@@ -43,15 +46,25 @@ def set_keys(config, overrides):
 
 def pretrain_tiny(workdir, num_train_steps=40):
   """Pretrains the fixture model (MLM + NSP on the embedded corpus) into ``workdir``."""
-  config = set_keys(base_config(), dict(
-      PRETRAINED_MODEL, num_train_steps=num_train_steps, global_batch_size=16,
-      log_every_steps=num_train_steps, eval_every_steps=num_train_steps,
+  config = set_keys(
+    base_config(),
+    dict(
+      PRETRAINED_MODEL,
+      num_train_steps=num_train_steps,
+      global_batch_size=16,
+      log_every_steps=num_train_steps,
+      eval_every_steps=num_train_steps,
       checkpoint_every_steps=num_train_steps,
       peak_flops_per_device=1e12,  # MFU's denominator without measuring the host's peak.
       **{
-          "data.max_seq_length": 64, "data.max_predictions_per_seq": 10,
-          "data.num_eval_examples": 16, "optimizer.learning_rate": 1e-3,
-          "optimizer.warmup_steps": 4}))
+        "data.max_seq_length": 64,
+        "data.max_predictions_per_seq": 10,
+        "data.num_eval_examples": 16,
+        "optimizer.learning_rate": 1e-3,
+        "optimizer.warmup_steps": 4,
+      },
+    ),
+  )
   train_and_evaluate(config, str(workdir))
   return workdir
 
@@ -59,15 +72,21 @@ def pretrain_tiny(workdir, num_train_steps=40):
 def corpus_sentences(min_words=6, max_words=24):
   """The embedded corpus's sentences of a moderate length, as (document index, words) pairs."""
   documents = text_corpus.read_documents(default_corpus.default_corpus_path())
-  return [(d, sentence.split()) for d, document in enumerate(documents) for sentence in document
-          if min_words <= len(sentence.split()) <= max_words]
+  return [
+    (d, sentence.split())
+    for d, document in enumerate(documents)
+    for sentence in document
+    if min_words <= len(sentence.split()) <= max_words
+  ]
 
 
 def _split_by_document(sentences, eval_share=0.25):
   """Train and eval sentences from disjoint documents (no sentence leaks into eval)."""
   eval_documents = {d for d, _ in sentences if d % round(1 / eval_share) == 0}
-  return ([s for s in sentences if s[0] not in eval_documents],
-          [s for s in sentences if s[0] in eval_documents])
+  return (
+    [s for s in sentences if s[0] not in eval_documents],
+    [s for s in sentences if s[0] in eval_documents],
+  )
 
 
 def _paraphrase_pairs(sentences, count, rng):
@@ -85,13 +104,17 @@ def _paraphrase_pairs(sentences, count, rng):
   for i in rng.choice(len(sentences), size=count, replace=len(sentences) < count):
     document, words = sentences[i]
     if rng.random() < 0.5:
-      longer = [j for j in by_length[-len(by_length) // 4:]
-                if sentences[j][0] != document and len(sentences[j][1]) >= len(words)]
+      longer = [
+        j
+        for j in by_length[-len(by_length) // 4 :]
+        if sentences[j][0] != document and len(sentences[j][1]) >= len(words)
+      ]
       other = sentences[longer[rng.integers(len(longer))]] if longer else sentences[i - 1]
       triples.append((" ".join(words), " ".join(other[1]), 0.0))
       continue
-    kept = np.sort(rng.choice(len(words), size=max(1, round(rng.uniform(0.3, 0.8) *
-                                                            len(words))), replace=False))
+    kept = np.sort(
+      rng.choice(len(words), size=max(1, round(rng.uniform(0.3, 0.8) * len(words))), replace=False)
+    )
     triples.append((" ".join(words), " ".join(words[k] for k in kept), len(kept) / len(words)))
   return triples
 
@@ -106,10 +129,14 @@ def write_mrpc_files(directory, num_train=512, num_eval=128, seed=0):
   train, evaluation = _split_by_document(corpus_sentences())
   header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
   paths = []
-  for name, sentences, count in (("train.tsv", train, num_train), ("dev.tsv", evaluation,
-                                                                   num_eval)):
-    lines = [f"{int(overlap > 0)}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}\n"
-             for i, (a, b, overlap) in enumerate(_paraphrase_pairs(sentences, count, rng))]
+  for name, sentences, count in (
+    ("train.tsv", train, num_train),
+    ("dev.tsv", evaluation, num_eval),
+  ):
+    lines = [
+      f"{int(overlap > 0)}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}\n"
+      for i, (a, b, overlap) in enumerate(_paraphrase_pairs(sentences, count, rng))
+    ]
     path = pathlib.Path(directory) / name
     path.write_text("\ufeff" + header + "".join(lines), encoding="utf-8")  # MRPC has a BOM.
     paths.append(str(path))
@@ -121,13 +148,18 @@ def write_stsb_files(directory, num_train=512, num_eval=128, seed=1):
   sentence2 keeps (0 for an unrelated sentence)."""
   rng = np.random.default_rng(seed)
   train, evaluation = _split_by_document(corpus_sentences())
-  header = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
-            "\tscore\n")
+  header = (
+    "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+  )
   paths = []
-  for name, sentences, count in (("train.tsv", train, num_train), ("dev.tsv", evaluation,
-                                                                   num_eval)):
-    lines = [f"{i}\tmain-wiki\twiki\t2024\t{i}\tnone\tnone\t{a}\t{b}\t{5 * overlap:.3f}\n"
-             for i, (a, b, overlap) in enumerate(_paraphrase_pairs(sentences, count, rng))]
+  for name, sentences, count in (
+    ("train.tsv", train, num_train),
+    ("dev.tsv", evaluation, num_eval),
+  ):
+    lines = [
+      f"{i}\tmain-wiki\twiki\t2024\t{i}\tnone\tnone\t{a}\t{b}\t{5 * overlap:.3f}\n"
+      for i, (a, b, overlap) in enumerate(_paraphrase_pairs(sentences, count, rng))
+    ]
     path = pathlib.Path(directory) / name
     path.write_text(header + "".join(lines), encoding="utf-8")
     paths.append(str(path))
@@ -136,8 +168,10 @@ def write_stsb_files(directory, num_train=512, num_eval=128, seed=1):
 
 # Tags of the CoNLL fixture: a word's tag follows from the word itself, so it is learnable
 # from the (uncased) text.
-_WORD_TAGS = {**dict.fromkeys(("the", "a", "an"), "DET"),
-              **dict.fromkeys(("of", "in", "on", "at", "by", "for", "with", "from"), "PREP")}
+_WORD_TAGS = {
+  **dict.fromkeys(("the", "a", "an"), "DET"),
+  **dict.fromkeys(("of", "in", "on", "at", "by", "for", "with", "from"), "PREP"),
+}
 
 
 def _conll_tag(word):
@@ -153,8 +187,7 @@ def write_conll_files(directory, num_train=384, num_eval=96):
   for numbers, O otherwise."""
   train, evaluation = _split_by_document(corpus_sentences())
   paths = []
-  for name, sentences in (("train.txt", train[:num_train]), ("eval.txt",
-                                                             evaluation[:num_eval])):
+  for name, sentences in (("train.txt", train[:num_train]), ("eval.txt", evaluation[:num_eval])):
     lines = ["-DOCSTART- -X- -X- O", ""]
     for _, words in sentences:
       words = [w.strip(".,;:()\"'") or w for w in words]
@@ -172,8 +205,10 @@ def write_swag_files(directory, num_train=256, num_eval=64, seed=2):
   rng = np.random.default_rng(seed)
   train, evaluation = _split_by_document(corpus_sentences())
   paths = []
-  for name, sentences, count in (("train.csv", train, num_train), ("val.csv", evaluation,
-                                                                   num_eval)):
+  for name, sentences, count in (
+    ("train.csv", train, num_train),
+    ("val.csv", evaluation, num_eval),
+  ):
     triples = _paraphrase_pairs(sentences, 8 * count, rng)
     right = [(a, b) for a, b, overlap in triples if overlap > 0]
     wrong = [b for _, b, overlap in triples if overlap == 0]
@@ -183,7 +218,7 @@ def write_swag_files(directory, num_train=256, num_eval=64, seed=2):
       writer.writerow(["sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label"])
       for i, (context, copy) in enumerate(right[:count]):
         first, *rest = copy.split()
-        endings = wrong[3 * i:3 * i + 3]
+        endings = wrong[3 * i : 3 * i + 3]
         label = int(rng.integers(4))
         endings.insert(label, " ".join(rest) or first)
         writer.writerow([context, first, *endings, label])

@@ -3,10 +3,7 @@
 import jax
 import numpy as np
 
-from bert_jax.data import default_corpus
-from bert_jax.data import sentence_pairs
-from bert_jax.data import text_corpus
-from bert_jax.data import tokenized_corpus
+from bert_jax.data import default_corpus, sentence_pairs, text_corpus, tokenized_corpus
 from bert_jax.default_config import base_config
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
@@ -46,9 +43,15 @@ def real_sentence_pairs(tokenizer, *, count, max_seq_length, short_seq_prob):
   corpus = tokenized_corpus.tokenize_documents(documents, tokenizer)
   parts, seed = [], 0
   while sum(len(p) for p in parts) < count:
-    parts.append(sentence_pairs.create_sentence_pairs(
-        corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
-        rng=np.random.default_rng(seed), special_ids=tokenizer.special_ids)["input_ids"])
+    parts.append(
+      sentence_pairs.create_sentence_pairs(
+        corpus,
+        max_seq_length=max_seq_length,
+        short_seq_prob=short_seq_prob,
+        rng=np.random.default_rng(seed),
+        special_ids=tokenizer.special_ids,
+      )["input_ids"]
+    )
     seed += 1
   return np.concatenate(parts)[:count]
 
@@ -63,8 +66,9 @@ def one_train_step(config, devices):
   mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(training.init_params, training.optimizer, jax.random.key(0),
-                                 training.state_shardings)
+    state = state_lib.init_state(
+      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
+    )
     init_params = jax.device_get(state.params)
     batch = sharding.host_batch_to_global(training.task.random_batch(8), mesh)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
@@ -73,8 +77,15 @@ def one_train_step(config, devices):
     return init_params, jax.device_get(state.params), jax.device_get(metrics), specs
 
 
-BATCH_KEYS = ("input_ids", "token_type_ids", "input_mask", "masked_lm_positions",
-              "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+BATCH_KEYS = (
+  "input_ids",
+  "token_type_ids",
+  "input_mask",
+  "masked_lm_positions",
+  "masked_lm_ids",
+  "masked_lm_weights",
+  "next_sentence_labels",
+)
 
 
 def assert_same_batches(left, right):

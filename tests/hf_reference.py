@@ -17,11 +17,11 @@ def random_bert(transformers, torch, *, kind="pretraining", seed=0, **config_kwa
     seed: torch seed of the weights.
     **config_kwargs: `transformers.BertConfig` fields.
   """
-  config = transformers.BertConfig(hidden_act="gelu", attn_implementation="eager",
-                                   **config_kwargs)
+  config = transformers.BertConfig(hidden_act="gelu", attn_implementation="eager", **config_kwargs)
   torch.manual_seed(seed)
-  model_class = transformers.BertForPreTraining if kind == "pretraining" else (
-      transformers.BertModel)
+  model_class = (
+    transformers.BertForPreTraining if kind == "pretraining" else (transformers.BertModel)
+  )
   model = model_class(config).eval()
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
@@ -36,7 +36,7 @@ def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
   input_ids = rng.integers(0, vocab_size, size=(batch, length)).astype(np.int32)
   token_types = rng.integers(0, type_vocab_size, size=(batch, length)).astype(np.int32)
   mask = np.ones((batch, length), np.int32)
-  mask[1, length - 4:] = 0
+  mask[1, length - 4 :] = 0
   mask[2, 5:] = 0
   return input_ids, token_types, mask
 
@@ -44,13 +44,20 @@ def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
 def torch_outputs(torch, model, input_ids, token_types, mask):
   """The model's outputs on numpy inputs, as numpy: hidden states, attentions, logits."""
   with torch.no_grad():
-    outputs = model(input_ids=torch.from_numpy(input_ids.astype(np.int64)),
-                    token_type_ids=torch.from_numpy(token_types.astype(np.int64)),
-                    attention_mask=torch.from_numpy(mask.astype(np.int64)),
-                    output_hidden_states=True, output_attentions=True)
-  result = {"hidden_states": [h.numpy() for h in outputs.hidden_states],
-            "attentions": [a.numpy() for a in outputs.attentions]}
+    outputs = model(
+      input_ids=torch.from_numpy(input_ids.astype(np.int64)),
+      token_type_ids=torch.from_numpy(token_types.astype(np.int64)),
+      attention_mask=torch.from_numpy(mask.astype(np.int64)),
+      output_hidden_states=True,
+      output_attentions=True,
+    )
+  result = {
+    "hidden_states": [h.numpy() for h in outputs.hidden_states],
+    "attentions": [a.numpy() for a in outputs.attentions],
+  }
   if hasattr(outputs, "prediction_logits"):
-    result.update(mlm_logits=outputs.prediction_logits.numpy(),
-                  nsp_logits=outputs.seq_relationship_logits.numpy())
+    result.update(
+      mlm_logits=outputs.prediction_logits.numpy(),
+      nsp_logits=outputs.seq_relationship_logits.numpy(),
+    )
   return result

@@ -16,30 +16,53 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 def small_flags(**overrides):
   """Command-line overrides making configs/bert_tiny.py a few-second CPU run."""
   values = {
-      "num_train_steps": 8, "global_batch_size": 8, "log_every_steps": 1,
-      "eval_every_steps": 1000, "checkpoint_every_steps": 4, "model.max_position_embeddings": 64,
-      "data.max_seq_length": 32, "data.max_predictions_per_seq": 5,
-      "data.num_eval_examples": 16, "optimizer.warmup_steps": 2,
+    "num_train_steps": 8,
+    "global_batch_size": 8,
+    "log_every_steps": 1,
+    "eval_every_steps": 1000,
+    "checkpoint_every_steps": 4,
+    "model.max_position_embeddings": 64,
+    "data.max_seq_length": 32,
+    "data.max_predictions_per_seq": 5,
+    "data.num_eval_examples": 16,
+    "optimizer.warmup_steps": 2,
   }
   values.update(overrides)
   return [f"--config.{k}={v}" for k, v in values.items()]
 
 
 def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
-  return [sys.executable, "-m", "bert_jax.main", f"--config={REPO / config}",
-          f"--workdir={workdir}", *extra_flags]
+  return [
+    sys.executable,
+    "-m",
+    "bert_jax.main",
+    f"--config={REPO / config}",
+    f"--workdir={workdir}",
+    *extra_flags,
+  ]
 
 
 def env(devices=1, **extra):
   environment = dict(os.environ)
-  environment.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-                     JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2", **extra)
+  environment.update(
+    XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="2",
+    **extra,
+  )
   return environment
 
 
 def run_main(workdir, extra_flags=(), devices=1, timeout=300, config="configs/bert_tiny.py"):
-  return subprocess.run(main_command(workdir, extra_flags, config), env=env(devices), cwd=REPO,
-                        capture_output=True, text=True, timeout=timeout, check=False)
+  return subprocess.run(
+    main_command(workdir, extra_flags, config),
+    env=env(devices),
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    check=False,
+  )
 
 
 def read_metrics(workdir, split="train"):
@@ -58,8 +81,9 @@ def restore_params(workdir, step):
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   with ocp.StandardCheckpointer() as checkpointer:
     metadata = checkpointer.metadata(path).item_metadata.tree
-    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                          metadata)
+    target = jax.tree.map(
+      lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), metadata
+    )
     state = checkpointer.restore(path, target)
   return {"/".join(map(str, k)): np.asarray(v) for k, v in _flatten(state["params"])}
 

@@ -16,27 +16,37 @@ from bert_jax.tools import aot_compile
 from tests import helpers, run_helpers
 
 needs_libtpu = pytest.mark.skipif(
-    importlib.util.find_spec("libtpu") is None,
-    reason="libtpu is not installed (pip install -e '.[tpu]'), so nothing compiles for TPU")
+  importlib.util.find_spec("libtpu") is None,
+  reason="libtpu is not installed (pip install -e '.[tpu]'), so nothing compiles for TPU",
+)
 
 # No dropout: its random-bit ops take a quarter of the compile time and change no shapes.
 NO_DROPOUT = {"model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
 # fsdp x tensor sharding on the 4 chips of a v4-8, three layers in one scanned body.
-V4_8 = {"model.num_layers": 3, "model.dtype": "bfloat16", "mesh.data": 1, "mesh.fsdp": 2,
-        "mesh.tensor": 2, **NO_DROPOUT}
+V4_8 = {
+  "model.num_layers": 3,
+  "model.dtype": "bfloat16",
+  "mesh.data": 1,
+  "mesh.fsdp": 2,
+  "mesh.tensor": 2,
+  **NO_DROPOUT,
+}
 
 
 @pytest.fixture(scope="module")
 def v4_8():
-  return aot_compile.aot_compile(helpers.small_config(**V4_8, **{"model.scan_layers": True}),
-                                 "v4-8")
+  return aot_compile.aot_compile(
+    helpers.small_config(**V4_8, **{"model.scan_layers": True}), "v4-8"
+  )
 
 
 def _input_bytes_per_device(result):
   """Bytes of one device's shards of every argument, as the shardings say (no TPU padding)."""
   total = 0
-  for sharding, aval in zip(jax.tree.leaves(result.compiled.input_shardings[0]),
-                            jax.tree.leaves(result.compiled.in_avals[0])):
+  for sharding, aval in zip(
+    jax.tree.leaves(result.compiled.input_shardings[0]),
+    jax.tree.leaves(result.compiled.in_avals[0]),
+  ):
     total += np.prod(sharding.shard_shape(aval.shape), dtype=np.int64) * aval.dtype.itemsize
   return int(total)
 
@@ -51,8 +61,13 @@ def test_v4_8_memory_is_the_sharded_state_and_fits(v4_8):
   # the donated state comes back in the same buffers.
   assert raw_inputs <= memory["arguments"] <= 1.5 * raw_inputs
   assert 0.9 * memory["arguments"] <= memory["aliased"] <= memory["outputs"]
-  assert memory["total"] == (memory["arguments"] + memory["outputs"] - memory["aliased"]
-                             + memory["temporaries"] + memory["code"])
+  assert memory["total"] == (
+    memory["arguments"]
+    + memory["outputs"]
+    - memory["aliased"]
+    + memory["temporaries"]
+    + memory["code"]
+  )
   assert report["fits"] and 0 < memory["total"] < report["hbm_bytes"] == int(30.75 * 2**30)
 
 
@@ -78,12 +93,14 @@ def test_v4_8_params_are_sharded_as_the_rules_say(v4_8):
   params = v4_8.compiled.input_shardings[0][0].params
   layer = params["bert"]["encoder"]["layers"]["block"]
   expected = {  # (layers, ...) leading axis replicated; embed -> fsdp; vocab/heads/mlp -> tensor.
-      "word_embeddings": (params["bert"]["embeddings"]["word_embeddings"]["embedding"],
-                          P("tensor", "fsdp")),
-      "query": (layer["attention"]["query"]["kernel"], P(None, "fsdp", "tensor", None)),
-      "intermediate": (layer["intermediate"]["kernel"], P(None, "fsdp", "tensor")),
-      "output": (layer["output"]["kernel"], P(None, "tensor", "fsdp")),
-      "norm": (layer["output_norm"]["scale"], P(None, None)),
+    "word_embeddings": (
+      params["bert"]["embeddings"]["word_embeddings"]["embedding"],
+      P("tensor", "fsdp"),
+    ),
+    "query": (layer["attention"]["query"]["kernel"], P(None, "fsdp", "tensor", None)),
+    "intermediate": (layer["intermediate"]["kernel"], P(None, "fsdp", "tensor")),
+    "output": (layer["output"]["kernel"], P(None, "tensor", "fsdp")),
+    "norm": (layer["output_norm"]["scale"], P(None, None)),
   }
   for name, (sharding, spec) in expected.items():
     ndim = len(spec)
@@ -113,15 +130,27 @@ def test_two_v5e_slices_are_data_parallel_across_the_dcn():
   assert 1.0 < report["flops_ratio"] < 1.5
 
 
-@pytest.mark.parametrize("topology,overrides,message", [
+@pytest.mark.parametrize(
+  "topology,overrides,message",
+  [
     ("v9-8", {}, "unknown TPU topology 'v9-8'; valid topologies: v4-8, v4-16, v4-32, "),
-    ("v4-8", {"mesh.data": 3},
-     "mesh data=3 fsdp=1 tensor=1 does not divide the 4 devices; valid axis sizes: 1, 2, 4,"),
-    ("v4-8", {"global_batch_size": 6},
-     ("global_batch_size / gradient_accumulation_steps = 6 does not divide over the 4 "
-      "data-parallel devices (mesh data x fsdp); valid global_batch_size values: multiples of 4 "
-      "(4, 8, ...)")),
-], ids=["topology", "mesh", "batch"])
+    (
+      "v4-8",
+      {"mesh.data": 3},
+      "mesh data=3 fsdp=1 tensor=1 does not divide the 4 devices; valid axis sizes: 1, 2, 4,",
+    ),
+    (
+      "v4-8",
+      {"global_batch_size": 6},
+      (
+        "global_batch_size / gradient_accumulation_steps = 6 does not divide over the 4 "
+        "data-parallel devices (mesh data x fsdp); valid global_batch_size values: multiples of 4 "
+        "(4, 8, ...)"
+      ),
+    ),
+  ],
+  ids=["topology", "mesh", "batch"],
+)
 def test_bad_input_names_the_valid_choices(topology, overrides, message):
   if topology in topologies.TOPOLOGIES and importlib.util.find_spec("libtpu") is None:
     pytest.skip("libtpu is not installed (pip install -e '.[tpu]'); no TPU devices to check")
@@ -139,23 +168,28 @@ def test_without_libtpu_the_error_names_the_install(monkeypatch):
 @needs_libtpu
 def test_a_step_over_hbm_is_refused_with_one_line_and_exit_2(capsys):
   # A 16M-word vocabulary: embeddings, gradients and Adam moments need ~35 GiB on one v5e chip.
-  flags = run_helpers.small_flags(**{"model.vocab_size": 2**24, "model.num_layers": 1,
-                                     "model.hidden_dropout_rate": 0.0})
-  status = aot_compile.main(["aot_compile", "--config=configs/bert_tiny.py", "--topology=v5e-1",
-                             *flags])
+  flags = run_helpers.small_flags(
+    **{"model.vocab_size": 2**24, "model.num_layers": 1, "model.hidden_dropout_rate": 0.0}
+  )
+  status = aot_compile.main(
+    ["aot_compile", "--config=configs/bert_tiny.py", "--topology=v5e-1", *flags]
+  )
   out, err = capsys.readouterr()
   assert status == 2, err[-2000:]
   report = json.loads(out.strip().splitlines()[-1])
   assert report["fits"] is False and report["memory"] is None
   assert report["argv"].startswith("--config=configs/bert_tiny.py --topology=v5e-1")
   error_line = err.strip().splitlines()[-1]
-  assert error_line.startswith("error: the train step does not fit v5e-1: the compiler ran out "
-                               "of the 15.75 GiB HBM of a TPU v5 lite: Ran out of memory"), error_line
+  assert error_line.startswith(
+    "error: the train step does not fit v5e-1: the compiler ran out "
+    "of the 15.75 GiB HBM of a TPU v5 lite: Ran out of memory"
+  ), error_line
   assert "exceeds available HBM (15.75G); shard the state (mesh.fsdp)" in error_line
 
 
 def test_the_command_line_refuses_an_unknown_topology_with_exit_2(capsys):
   status = aot_compile.main(["aot_compile", "--config=configs/bert_tiny.py", "--topology=v4-30"])
   assert status == 2
-  assert capsys.readouterr().err.startswith("error: unknown TPU topology 'v4-30'; valid "
-                                            "topologies: v4-8, v4-16, v4-32, ")
+  assert capsys.readouterr().err.startswith(
+    "error: unknown TPU topology 'v4-30'; valid topologies: v4-8, v4-16, v4-32, "
+  )

@@ -7,19 +7,25 @@ from tests import run_helpers
 
 
 def _error_line(result):
-  lines = [l for l in result.stderr.strip().splitlines() if l.strip()]
+  lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
   return lines[-1] if lines else ""
 
 
-@pytest.mark.parametrize("flags,expected", [
+@pytest.mark.parametrize(
+  "flags,expected",
+  [
     (["--config.data.corpus_paths=('/nonexistent/wiki.txt',)"], "/nonexistent/wiki.txt"),
     (["--config.data.vocab_path=/nonexistent/vocab.txt"], "/nonexistent/vocab.txt"),
     (["--config.model.vocab_size=30522"], "has 8192 entries but model.vocab_size is 30522"),
     (["--config.model.num_heads=3"], "hidden_size=128 is not divisible by model.num_heads=3"),
-    (["--config.data.max_seq_length=256"],
-     "max_seq_length=256 exceeds model.max_position_embeddings=128"),
+    (
+      ["--config.data.max_seq_length=256"],
+      "max_seq_length=256 exceeds model.max_position_embeddings=128",
+    ),
     (["--config.mesh.data=3"], "does not divide the 1 devices"),
-], ids=["missing_corpus", "missing_vocab", "vocab_size", "heads", "seq_len", "mesh"])
+  ],
+  ids=["missing_corpus", "missing_vocab", "vocab_size", "heads", "seq_len", "mesh"],
+)
 def test_bad_config_values_fail_with_one_line(tmp_path, flags, expected):
   result = run_helpers.run_main(tmp_path, flags)
   assert result.returncode == 2, result.stderr[-2000:]
@@ -39,12 +45,14 @@ def _snapshot(directory):
 
 
 def test_workdir_of_another_model_is_refused_and_kept(tmp_path):
-  first = run_helpers.run_main(tmp_path, run_helpers.small_flags(num_train_steps=2,
-                                                                 checkpoint_every_steps=2))
+  first = run_helpers.run_main(
+    tmp_path, run_helpers.small_flags(num_train_steps=2, checkpoint_every_steps=2)
+  )
   assert first.returncode == 0, first.stderr[-2000:]
   before = _snapshot(tmp_path)
-  wider = run_helpers.small_flags(num_train_steps=4, **{"model.hidden_size": 64,
-                                                        "model.intermediate_size": 256})
+  wider = run_helpers.small_flags(
+    num_train_steps=4, **{"model.hidden_size": 64, "model.intermediate_size": 256}
+  )
   result = run_helpers.run_main(tmp_path, wider)
   assert result.returncode == 2
   assert "model.hidden_size=128 but the config says 64" in _error_line(result)
@@ -56,4 +64,5 @@ def test_workdir_of_another_model_is_refused_and_kept(tmp_path):
   line = _error_line(result)
   assert "checkpoints/2 holds params/" in line and "written by another model" in line, line
   assert {p: t for p, t in _snapshot(tmp_path).items() if p.name != "config.json"} == {
-      p: t for p, t in before.items() if p.name != "config.json"}
+    p: t for p, t in before.items() if p.name != "config.json"
+  }

@@ -26,11 +26,24 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 # Two sizes and two vocabs; the second also carries a non-default LayerNorm epsilon and three
 # segment types, and is saved as pytorch_model.bin (tied decoder tensors repeated).
 SIZES = {
-    "a": {"vocab_size": 211, "hidden_size": 64, "num_hidden_layers": 3,
-          "num_attention_heads": 4, "intermediate_size": 96, "max_position_embeddings": 40},
-    "b": {"vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 2,
-          "num_attention_heads": 3, "intermediate_size": 80, "max_position_embeddings": 24,
-          "type_vocab_size": 3, "layer_norm_eps": 1e-6},
+  "a": {
+    "vocab_size": 211,
+    "hidden_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "max_position_embeddings": 40,
+  },
+  "b": {
+    "vocab_size": 97,
+    "hidden_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 3,
+    "intermediate_size": 80,
+    "max_position_embeddings": 24,
+    "type_vocab_size": 3,
+    "layer_norm_eps": 1e-6,
+  },
 }
 VOCAB_A = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(206)]
 
@@ -39,10 +52,11 @@ VOCAB_A = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in ran
 def converted(tmp_path_factory):
   """{name: (torch model, HF dir, converted workdir)}; also "c", a BertModel checkpoint."""
   root = tmp_path_factory.mktemp("convert")
-  models = {"a": hf_reference.random_bert(transformers, torch, seed=1, **SIZES["a"]),
-            "b": hf_reference.random_bert(transformers, torch, seed=2, **SIZES["b"]),
-            "c": hf_reference.random_bert(transformers, torch, kind="model", seed=3,
-                                          **SIZES["a"])}
+  models = {
+    "a": hf_reference.random_bert(transformers, torch, seed=1, **SIZES["a"]),
+    "b": hf_reference.random_bert(transformers, torch, seed=2, **SIZES["b"]),
+    "c": hf_reference.random_bert(transformers, torch, kind="model", seed=3, **SIZES["a"]),
+  }
   result = {}
   for name, model in models.items():
     hf_dir, workdir = root / f"hf_{name}", root / f"workdir_{name}"
@@ -50,8 +64,7 @@ def converted(tmp_path_factory):
     if name == "a":
       (hf_dir / "vocab.txt").write_text("\n".join(VOCAB_A) + "\n")
       (hf_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
-    assert convert.main(["convert", "--from=hf", f"--input={hf_dir}",
-                         f"--output={workdir}"]) == 0
+    assert convert.main(["convert", "--from=hf", f"--input={hf_dir}", f"--output={workdir}"]) == 0
     result[name] = (model, hf_dir, workdir)
   return result
 
@@ -62,8 +75,7 @@ def _apply(module, params, *inputs):
 
 def _assert_close_on_real_tokens(ours, theirs, mask):
   real = mask.astype(bool)  # Padded positions are not compared: neither model defines them.
-  np.testing.assert_allclose(np.asarray(ours)[real], np.asarray(theirs)[real], atol=1e-5,
-                             rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(ours)[real], np.asarray(theirs)[real], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["a", "b"])
@@ -73,27 +85,30 @@ def test_converted_model_equals_transformers(converted, name):
   assert sorted(run.params) == ["bert", "mlm_head", "nsp_head"]
   assert run.model.layer_norm_eps == model.config.layer_norm_eps
   assert run.model.type_vocab_size == model.config.type_vocab_size
-  inputs = hf_reference.random_inputs(run.model.vocab_size,
-                                      type_vocab_size=run.model.type_vocab_size)
+  inputs = hf_reference.random_inputs(
+    run.model.vocab_size, type_vocab_size=run.model.type_vocab_size
+  )
   reference = hf_reference.torch_outputs(torch, model, *inputs)
   hidden, _ = _apply(BertEncoder(run.model), run.params["bert"], *inputs)
   logits = _apply(BertForPreTraining(run.model), run.params, *inputs)
   _assert_close_on_real_tokens(hidden, reference["hidden_states"][-1], inputs[2])
   _assert_close_on_real_tokens(logits["mlm_logits"], reference["mlm_logits"], inputs[2])
-  np.testing.assert_allclose(logits["nsp_logits"], reference["nsp_logits"], atol=1e-5,
-                             rtol=1e-5)
+  np.testing.assert_allclose(logits["nsp_logits"], reference["nsp_logits"], atol=1e-5, rtol=1e-5)
 
 
 def test_bert_model_checkpoint_without_prefix_or_heads(converted):
   model, hf_dir, workdir = converted["c"]
-  assert not any(name.startswith("bert.") for name in
-                 safetensors_numpy.load_file(str(hf_dir / "model.safetensors")))
+  assert not any(
+    name.startswith("bert.")
+    for name in safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))
+  )
   run = workdir_params.read_run(str(workdir))
   assert sorted(run.params) == ["bert"]
   inputs = hf_reference.random_inputs(run.model.vocab_size)
   with torch.no_grad():
-    reference = model(*(torch.from_numpy(x.astype(np.int64)) for x in
-                        (inputs[0], inputs[2], inputs[1])))
+    reference = model(
+      *(torch.from_numpy(x.astype(np.int64)) for x in (inputs[0], inputs[2], inputs[1]))
+    )
   hidden, pooled = _apply(BertEncoder(run.model), run.params["bert"], *inputs)
   _assert_close_on_real_tokens(hidden, reference.last_hidden_state.numpy(), inputs[2])
   np.testing.assert_allclose(pooled, reference.pooler_output.numpy(), atol=1e-5, rtol=1e-5)
@@ -115,10 +130,13 @@ def test_round_trip_gives_identical_tensors(converted, name, tmp_path):
 
 def test_transformers_loads_the_export_as_bert_model_and_pretraining(converted, tmp_path):
   _, _, workdir = converted["a"]
-  assert convert.main(["convert", "--to=hf", f"--input={workdir}/checkpoints/0",
-                       f"--output={tmp_path}"]) == 0
+  assert (
+    convert.main(["convert", "--to=hf", f"--input={workdir}/checkpoints/0", f"--output={tmp_path}"])
+    == 0
+  )
   pretraining, info = transformers.BertForPreTraining.from_pretrained(
-      tmp_path, output_loading_info=True, attn_implementation="eager")
+    tmp_path, output_loading_info=True, attn_implementation="eager"
+  )
   assert (info["missing_keys"], info["unexpected_keys"], info["mismatched_keys"]) == ([], [], [])
   encoder, info = transformers.BertModel.from_pretrained(tmp_path, output_loading_info=True)
   assert info["missing_keys"] == [] and info["mismatched_keys"] == []
@@ -132,40 +150,65 @@ def test_transformers_loads_the_export_as_bert_model_and_pretraining(converted, 
   logits = _apply(BertForPreTraining(run.model), run.params, *inputs)
   _assert_close_on_real_tokens(logits["mlm_logits"], reference["mlm_logits"], inputs[2])
   with torch.no_grad():
-    pooled = encoder.eval()(*(torch.from_numpy(x.astype(np.int64)) for x in
-                              (inputs[0], inputs[2], inputs[1]))).pooler_output.numpy()
+    pooled = encoder.eval()(
+      *(torch.from_numpy(x.astype(np.int64)) for x in (inputs[0], inputs[2], inputs[1]))
+    ).pooler_output.numpy()
   _, ours = _apply(BertEncoder(run.model), run.params["bert"], *inputs)
   np.testing.assert_allclose(ours, pooled, atol=1e-5, rtol=1e-5)
 
 
-def test_safetensors_need_no_torch_and_bin_files_say_they_do(converted, tmp_path,
-                                                             monkeypatch, capsys):
+def test_safetensors_need_no_torch_and_bin_files_say_they_do(
+  converted, tmp_path, monkeypatch, capsys
+):
   monkeypatch.setitem(sys.modules, "torch", None)  # Any `import torch` now fails.
   _, hf_a, _ = converted["a"]
-  assert convert.main(["convert", "--from=hf", f"--input={hf_a}",
-                       f"--output={tmp_path / 'a'}"]) == 0
+  assert (
+    convert.main(["convert", "--from=hf", f"--input={hf_a}", f"--output={tmp_path / 'a'}"]) == 0
+  )
   _, hf_b, _ = converted["b"]
-  assert convert.main(["convert", "--from=hf", f"--input={hf_b}",
-                       f"--output={tmp_path / 'b'}"]) == 2
+  assert (
+    convert.main(["convert", "--from=hf", f"--input={hf_b}", f"--output={tmp_path / 'b'}"]) == 2
+  )
   assert "reading it needs torch, which is not installed" in capsys.readouterr().err
   assert not (tmp_path / "b").exists()
 
 
 def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
   config = helpers.small_config(
-      num_train_steps=1, checkpoint_every_steps=1, eval_every_steps=100,
-      peak_flops_per_device=1e12, **{  # A fixed peak: no matmul benchmark for the MFU.
-          "model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
-          "model.intermediate_size": 64, "model.max_position_embeddings": 16,
-          "data.max_seq_length": 16, "data.max_predictions_per_seq": 3,
-          "data.num_eval_examples": 8, "optimizer.warmup_steps": 5})
+    num_train_steps=1,
+    checkpoint_every_steps=1,
+    eval_every_steps=100,
+    peak_flops_per_device=1e12,
+    **{  # A fixed peak: no matmul benchmark for the MFU.
+      "model.num_layers": 1,
+      "model.hidden_size": 32,
+      "model.num_heads": 2,
+      "model.intermediate_size": 64,
+      "model.max_position_embeddings": 16,
+      "data.max_seq_length": 16,
+      "data.max_predictions_per_seq": 3,
+      "data.num_eval_examples": 8,
+      "optimizer.warmup_steps": 5,
+    },
+  )
   hf_model = hf_reference.random_bert(
-      transformers, torch, seed=4, vocab_size=config.model.vocab_size, hidden_size=32,
-      num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-      max_position_embeddings=16)
+    transformers,
+    torch,
+    seed=4,
+    vocab_size=config.model.vocab_size,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=16,
+  )
   hf_model.save_pretrained(tmp_path / "hf")
-  assert convert.main(["convert", "--from=hf", f"--input={tmp_path / 'hf'}",
-                       f"--output={tmp_path / 'converted'}"]) == 0
+  assert (
+    convert.main(
+      ["convert", "--from=hf", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'converted'}"]
+    )
+    == 0
+  )
   config.init_from = str(tmp_path / "converted")
   train_and_evaluate(config, str(tmp_path / "run"))
   # The converted directory is a start point, not a run to resume; its files stay as they are.
@@ -181,24 +224,38 @@ def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
     np.testing.assert_array_equal(trained[name], value, err_msg=name)
 
   # Exported again, the pretraining run is the original Hugging Face model, with its vocab.
-  assert convert.main(["convert", "--to=hf", f"--input={tmp_path / 'run'}",
-                       f"--output={tmp_path / 'back'}"]) == 0
+  assert (
+    convert.main(
+      ["convert", "--to=hf", f"--input={tmp_path / 'run'}", f"--output={tmp_path / 'back'}"]
+    )
+    == 0
+  )
   original = safetensors_numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
   back = safetensors_numpy.load_file(str(tmp_path / "back" / "model.safetensors"))
   assert original.keys() == back.keys()
   for name, value in original.items():
     np.testing.assert_array_equal(back[name], value, err_msg=name)
-  assert ((tmp_path / "back" / "vocab.txt").read_text() ==
-          pathlib.Path(default_corpus.default_vocab_path()).read_text())
+  assert (tmp_path / "back" / "vocab.txt").read_text() == pathlib.Path(
+    default_corpus.default_vocab_path()
+  ).read_text()
 
 
 def test_scanned_layers_unstack_into_the_table_layout():
-  config = model_config_from_dict({"vocab_size": 30, "hidden_size": 16, "num_layers": 3,
-                                   "num_heads": 2, "intermediate_size": 24,
-                                   "max_position_embeddings": 8, "scan_layers": True})
+  config = model_config_from_dict(
+    {
+      "vocab_size": 30,
+      "hidden_size": 16,
+      "num_layers": 3,
+      "num_heads": 2,
+      "intermediate_size": 24,
+      "max_position_embeddings": 8,
+      "scan_layers": True,
+    }
+  )
   ids = np.zeros((1, 4), np.int32)
-  params = nn.unbox(jax.jit(BertForPreTraining(config).init)(jax.random.key(0), ids, ids,
-                                                              ids + 1)["params"])
+  params = nn.unbox(
+    jax.jit(BertForPreTraining(config).init)(jax.random.key(0), ids, ids, ids + 1)["params"]
+  )
   flat = weight_table.flatten(weight_table.unscanned(params, config))
   assert {k: v.shape for k, v in flat.items()} == weight_table.param_shapes(config)
   stacked = params["bert"]["encoder"]["layers"]["block"]["output"]["kernel"]
@@ -224,33 +281,50 @@ def _edit_tensors(directory, drop=(), add=()):
 
 def _truncate(path, keep=0.5):
   data = path.read_bytes()
-  path.write_bytes(data[:int(len(data) * keep)])
+  path.write_bytes(data[: int(len(data) * keep)])
 
 
 BAD_HF_DIRS = {
-    "no_dir": (lambda d: shutil.rmtree(d), "is not a directory"),
-    "no_config": (lambda d: (d / "config.json").unlink(), "config.json does not exist"),
-    "no_weights": (lambda d: (d / "model.safetensors").unlink(),
-                   "holds neither model.safetensors nor pytorch_model.bin"),
-    "roberta": (lambda d: _edit_config(d, model_type="roberta"),
-                "describes a 'roberta' model; convert handles BERT"),
-    "tanh_gelu": (lambda d: _edit_config(d, hidden_act="gelu_new"),
-                  "hidden_act='gelu_new'; bert_jax's BERT uses the exact (erf) GELU"),
-    "relative_positions": (lambda d: _edit_config(d, position_embedding_type="relative_key"),
-                           "position_embedding_type='relative_key'"),
-    "corrupted": (lambda d: _truncate(d / "model.safetensors"),
-                  "is not a readable safetensors file"),
-    "vocab_mismatch": (lambda d: _edit_config(d, vocab_size=300),
-                       ("2 of another shape than the config implies (bert.embeddings."
-                        "word_embeddings.weight (211, 64), config: (300, 64); "
-                        "cls.predictions.bias (211,), config: (300,))")),
-    "missing_and_unexpected": (
-        lambda d: _edit_tensors(d, drop=["bert.encoder.layer.2.output.dense.weight"],
-                                add=["classifier.weight"]),
-        ("tensors 1 missing (bert.encoder.layer.2.output.dense.weight); 1 unexpected "
-         "(classifier.weight)")),
-    "partial_head": (lambda d: _edit_tensors(d, drop=["cls.seq_relationship.bias"]),
-                     "1 missing (cls.seq_relationship.bias)"),
+  "no_dir": (lambda d: shutil.rmtree(d), "is not a directory"),
+  "no_config": (lambda d: (d / "config.json").unlink(), "config.json does not exist"),
+  "no_weights": (
+    lambda d: (d / "model.safetensors").unlink(),
+    "holds neither model.safetensors nor pytorch_model.bin",
+  ),
+  "roberta": (
+    lambda d: _edit_config(d, model_type="roberta"),
+    "describes a 'roberta' model; convert handles BERT",
+  ),
+  "tanh_gelu": (
+    lambda d: _edit_config(d, hidden_act="gelu_new"),
+    "hidden_act='gelu_new'; bert_jax's BERT uses the exact (erf) GELU",
+  ),
+  "relative_positions": (
+    lambda d: _edit_config(d, position_embedding_type="relative_key"),
+    "position_embedding_type='relative_key'",
+  ),
+  "corrupted": (lambda d: _truncate(d / "model.safetensors"), "is not a readable safetensors file"),
+  "vocab_mismatch": (
+    lambda d: _edit_config(d, vocab_size=300),
+    (
+      "2 of another shape than the config implies (bert.embeddings."
+      "word_embeddings.weight (211, 64), config: (300, 64); "
+      "cls.predictions.bias (211,), config: (300,))"
+    ),
+  ),
+  "missing_and_unexpected": (
+    lambda d: _edit_tensors(
+      d, drop=["bert.encoder.layer.2.output.dense.weight"], add=["classifier.weight"]
+    ),
+    (
+      "tensors 1 missing (bert.encoder.layer.2.output.dense.weight); 1 unexpected "
+      "(classifier.weight)"
+    ),
+  ),
+  "partial_head": (
+    lambda d: _edit_tensors(d, drop=["cls.seq_relationship.bias"]),
+    "1 missing (cls.seq_relationship.bias)",
+  ),
 }
 
 
@@ -267,22 +341,30 @@ def test_bad_hugging_face_input_fails_with_one_line(converted, tmp_path, capsys,
   assert not output.exists()
 
 
-@pytest.mark.parametrize("flags,expected", [
+@pytest.mark.parametrize(
+  "flags,expected",
+  [
     (["--from=hf", "--to=hf"], "pass exactly one of --from=hf|tf"),
     (["--from=xml"], "value should be one of <hf|tf>"),
     (["--from=hf", "--output=OUT"], "--input is required"),
     (["--to=hf", "--input=TMP/nothing"], "TMP/nothing does not exist"),
     (["--to=hf", "--input=TMP"], "holds no checkpoint"),
-    (["--from=tf", "--input=TMP/bert_model.ckpt", "--bert_config=HF/config.json"],
-     "no readable TF checkpoint at --input=TMP/bert_model.ckpt"),
+    (
+      ["--from=tf", "--input=TMP/bert_model.ckpt", "--bert_config=HF/config.json"],
+      "no readable TF checkpoint at --input=TMP/bert_model.ckpt",
+    ),
     (["--from=tf", "--input=TMP/bert_model.ckpt"], "--from=tf needs --bert_config"),
-    (["--from=hf", "--input=HF", "--output=WORKDIR"],
-     "exists and is not empty; pass --overwrite"),
-])
+    (["--from=hf", "--input=HF", "--output=WORKDIR"], "exists and is not empty; pass --overwrite"),
+  ],
+)
 def test_bad_flags_fail_with_one_line(converted, tmp_path, capsys, flags, expected):
   _, hf_dir, workdir = converted["a"]
-  names = {"TMP": str(tmp_path), "HF": str(hf_dir), "WORKDIR": str(workdir),
-           "OUT": str(tmp_path / "out")}
+  names = {
+    "TMP": str(tmp_path),
+    "HF": str(hf_dir),
+    "WORKDIR": str(workdir),
+    "OUT": str(tmp_path / "out"),
+  }
   argv = []
   for flag in flags:
     for placeholder, value in names.items():
@@ -298,6 +380,10 @@ def test_bad_flags_fail_with_one_line(converted, tmp_path, capsys, flags, expect
 def test_overwrite_replaces_the_output(converted, tmp_path):
   _, hf_dir, _ = converted["c"]
   (tmp_path / "checkpoints" / "7").mkdir(parents=True)  # A stale run that must disappear.
-  assert convert.main(["convert", "--from=hf", f"--input={hf_dir}", f"--output={tmp_path}",
-                       "--overwrite"]) == 0
+  assert (
+    convert.main(
+      ["convert", "--from=hf", f"--input={hf_dir}", f"--output={tmp_path}", "--overwrite"]
+    )
+    == 0
+  )
   assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["0"]

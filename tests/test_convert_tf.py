@@ -12,8 +12,14 @@ from tests import hf_reference
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-SIZE = {"vocab_size": 101, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "intermediate_size": 48, "max_position_embeddings": 20}
+SIZE = {
+  "vocab_size": 101,
+  "hidden_size": 32,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 4,
+  "intermediate_size": 48,
+  "max_position_embeddings": 20,
+}
 
 
 def _tf_variables(state):
@@ -24,9 +30,11 @@ def _tf_variables(state):
   [in, out], embedding tables have no suffix, the output biases and NSP matrix have their own
   names) rather than from bert_jax's table, so the test checks that table independently.
   """
-  renamed = {"cls.predictions.bias": "cls/predictions/output_bias",
-             "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
-             "cls.seq_relationship.bias": "cls/seq_relationship/output_bias"}
+  renamed = {
+    "cls.predictions.bias": "cls/predictions/output_bias",
+    "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
+    "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
+  }
   variables = {}
   for name, value in state.items():
     if name.startswith("cls.predictions.decoder"):
@@ -48,8 +56,7 @@ def _tf_variables(state):
 def _write_tf_checkpoint(tf, prefix, variables):
   """Saves with tf.compat.v1's Saver, as the original BERT did: names are kept exactly."""
   tf_variables = {name: tf.Variable(value) for name, value in variables.items()}
-  tf.compat.v1.train.Saver(var_list=tf_variables).save(None, str(prefix),
-                                                       write_meta_graph=False)
+  tf.compat.v1.train.Saver(var_list=tf_variables).save(None, str(prefix), write_meta_graph=False)
 
 
 def test_tf_checkpoint_converts_to_the_same_params_as_hugging_face(tmp_path, capsys):
@@ -66,19 +73,43 @@ def test_tf_checkpoint_converts_to_the_same_params_as_hugging_face(tmp_path, cap
   checkpoint_dir = tmp_path / "uncased_L-2_H-32_A-4"
   checkpoint_dir.mkdir()
   _write_tf_checkpoint(tf, checkpoint_dir / "bert_model.ckpt", variables)
-  bert_config = {k: v for k, v in model.config.to_dict().items() if k in (
-      *SIZE, "hidden_act", "type_vocab_size", "initializer_range", "hidden_dropout_prob",
-      "attention_probs_dropout_prob")}
+  bert_config = {
+    k: v
+    for k, v in model.config.to_dict().items()
+    if k
+    in (
+      *SIZE,
+      "hidden_act",
+      "type_vocab_size",
+      "initializer_range",
+      "hidden_dropout_prob",
+      "attention_probs_dropout_prob",
+    )
+  }
   (checkpoint_dir / "bert_config.json").write_text(json.dumps(bert_config))
   (checkpoint_dir / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(101)))
 
-  assert convert.main(["convert", "--from=tf", f"--input={checkpoint_dir}/bert_model.ckpt",
-                       f"--bert_config={checkpoint_dir}/bert_config.json",
-                       f"--output={tmp_path / 'workdir'}"]) == 0
+  assert (
+    convert.main(
+      [
+        "convert",
+        "--from=tf",
+        f"--input={checkpoint_dir}/bert_model.ckpt",
+        f"--bert_config={checkpoint_dir}/bert_config.json",
+        f"--output={tmp_path / 'workdir'}",
+      ]
+    )
+    == 0
+  )
   run = workdir_params.read_run(str(tmp_path / "workdir"))
-  model_fields = (run.model.vocab_size, run.model.hidden_size, run.model.num_layers,
-                  run.model.num_heads, run.model.intermediate_size,
-                  run.model.max_position_embeddings)
+  model_fields = (
+    run.model.vocab_size,
+    run.model.hidden_size,
+    run.model.num_layers,
+    run.model.num_heads,
+    run.model.intermediate_size,
+    run.model.max_position_embeddings,
+  )
   assert model_fields == (101, 32, 2, 4, 48, 20)
   assert run.config["data"]["vocab_path"] == str(tmp_path / "workdir" / "vocab.txt")
   expected = hf_weights.params_from_hf(state, run.model)
@@ -94,9 +125,18 @@ def test_tf_checkpoint_converts_to_the_same_params_as_hugging_face(tmp_path, cap
   broken.mkdir()
   _write_tf_checkpoint(tf, broken / "bert_model.ckpt", variables)
   capsys.readouterr()
-  assert convert.main(["convert", "--from=tf", f"--input={broken}/bert_model.ckpt",
-                       f"--bert_config={checkpoint_dir}/bert_config.json",
-                       f"--output={tmp_path / 'out'}"]) == 2
+  assert (
+    convert.main(
+      [
+        "convert",
+        "--from=tf",
+        f"--input={broken}/bert_model.ckpt",
+        f"--bert_config={checkpoint_dir}/bert_config.json",
+        f"--output={tmp_path / 'out'}",
+      ]
+    )
+    == 2
+  )
   errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
   assert len(errors) == 1, errors
   assert "tensors 1 missing (bert/pooler/dense/bias)" in errors[0]

@@ -5,12 +5,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import pretraining_pipeline
-from bert_jax.data import sentence_pairs
-from bert_jax.data import text_corpus
-from bert_jax.data import tokenization
-from bert_jax.data import tokenized_corpus
+from bert_jax.data import (
+  default_corpus,
+  pretraining_pipeline,
+  sentence_pairs,
+  text_corpus,
+  tokenization,
+  tokenized_corpus,
+)
 from bert_jax.default_config import base_config
 from bert_jax.train import settings as settings_lib
 from bert_jax.train import setup
@@ -27,8 +29,12 @@ def corpus():
 
 def pairs(corpus, objective, seed=0):
   return sentence_pairs.sample_pair_spans(
-      corpus, max_seq_length=SEQ_LEN, short_seq_prob=0.1, rng=np.random.default_rng(seed),
-      objective=objective)
+    corpus,
+    max_seq_length=SEQ_LEN,
+    short_seq_prob=0.1,
+    rng=np.random.default_rng(seed),
+    objective=objective,
+  )
 
 
 def document_of(corpus, token_offsets):
@@ -44,8 +50,9 @@ def untruncated(spans):
 
 @pytest.mark.parametrize("objective", ["nsp", "sop"])
 def test_labels_are_balanced(corpus, objective):
-  labels = np.concatenate([pairs(corpus, objective, seed).next_sentence_labels
-                           for seed in range(3)])
+  labels = np.concatenate(
+    [pairs(corpus, objective, seed).next_sentence_labels for seed in range(3)]
+  )
   assert len(labels) > 10_000
   assert abs(labels.mean() - 0.5) < 0.02, labels.mean()
 
@@ -54,7 +61,7 @@ def test_sop_negatives_are_the_consecutive_segments_swapped(corpus):
   spans = pairs(corpus, "sop")
   negative = spans.next_sentence_labels == 1
   # Every pair's segments are from one document, in order (positive) or reversed (negative).
-  same_document = (document_of(corpus, spans.a_start) == document_of(corpus, spans.b_start))
+  same_document = document_of(corpus, spans.a_start) == document_of(corpus, spans.b_start)
   assert np.all(same_document)
   assert np.all(spans.a_end[~negative] <= spans.b_start[~negative])
   assert np.all(spans.b_end[negative] <= spans.a_start[negative])
@@ -72,18 +79,23 @@ def test_sop_negative_is_the_positive_swapped_in_the_assembled_arrays(corpus):
   spans = pairs(corpus, "sop")
   negative = np.flatnonzero((spans.next_sentence_labels == 1) & untruncated(spans))[:50]
   swapped = sentence_pairs.PairSpans(
-      a_start=spans.b_start[negative], a_end=spans.b_end[negative],
-      b_start=spans.a_start[negative], b_end=spans.a_end[negative],
-      next_sentence_labels=np.zeros(len(negative), np.int32))
-  as_positive = sentence_pairs.assemble_pairs(corpus, swapped, max_seq_length=SEQ_LEN,
-                                              special_ids=special)
-  as_negative = sentence_pairs.assemble_pairs(corpus, spans.take(negative),
-                                              max_seq_length=SEQ_LEN, special_ids=special)
+    a_start=spans.b_start[negative],
+    a_end=spans.b_end[negative],
+    b_start=spans.a_start[negative],
+    b_end=spans.a_end[negative],
+    next_sentence_labels=np.zeros(len(negative), np.int32),
+  )
+  as_positive = sentence_pairs.assemble_pairs(
+    corpus, swapped, max_seq_length=SEQ_LEN, special_ids=special
+  )
+  as_negative = sentence_pairs.assemble_pairs(
+    corpus, spans.take(negative), max_seq_length=SEQ_LEN, special_ids=special
+  )
   for row in range(len(negative)):
     ids_pos, ids_neg = as_positive["input_ids"][row], as_negative["input_ids"][row]
     types_pos, types_neg = as_positive["token_type_ids"][row], as_negative["token_type_ids"][row]
     real = as_positive["input_mask"][row] > 0
-    segment = lambda ids, types, t: ids[1:][(types[1:] == t) & real[1:]][:-1]
+    segment = lambda ids, types, t, real=real: ids[1:][(types[1:] == t) & real[1:]][:-1]
     np.testing.assert_array_equal(segment(ids_pos, types_pos, 0), segment(ids_neg, types_neg, 1))
     np.testing.assert_array_equal(segment(ids_pos, types_pos, 1), segment(ids_neg, types_neg, 0))
 
@@ -97,7 +109,8 @@ def test_none_is_the_actual_next_segment(corpus):
 
 def test_pipeline_objective_and_trainer_head():
   config = pretraining_pipeline.PretrainingDataConfig(
-      max_seq_length=64, max_predictions_per_seq=10, objective="sop", masking="whole_word")
+    max_seq_length=64, max_predictions_per_seq=10, objective="sop", masking="whole_word"
+  )
   data = pretraining_pipeline.PretrainingData(config)
   batch = next(data.batches(split="train", seed=0, global_batch_size=256))
   assert 0.4 < batch["next_sentence_labels"].mean() < 0.6

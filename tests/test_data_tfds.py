@@ -7,11 +7,8 @@ corpus, so the source is read exactly as a dataset made by `tfds build` would be
 import pytest
 
 from bert_jax import default_config
-from bert_jax.data import default_corpus
-from bert_jax.data import pretraining_pipeline
-from bert_jax.data import text_corpus
+from bert_jax.data import default_corpus, pretraining_pipeline, sentences, text_corpus
 from bert_jax.errors import UserInputError
-from bert_jax.tools import build_default_corpus
 from bert_jax.train import settings
 from tests import helpers
 
@@ -29,8 +26,7 @@ def as_paragraphs(document):
 
 def splits_back(document):
   text = as_paragraphs(document)
-  return [s for line in text.splitlines()
-          for s in build_default_corpus.split_sentences(line)] == document
+  return [s for line in text.splitlines() for s in sentences.split_sentences(line)] == document
 
 
 @pytest.fixture(scope="module")
@@ -44,21 +40,28 @@ def corpus(tmp_path_factory):
   text_path = tmp_path_factory.mktemp("text") / "corpus.txt"
   text_path.write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
   data_dir = tmp_path_factory.mktemp("tfds")
-  examples = [(i, {"text": as_paragraphs(d), "title": f"document {i}"})
-              for i, d in enumerate(documents)]
+  examples = [
+    (i, {"text": as_paragraphs(d), "title": f"document {i}"}) for i, d in enumerate(documents)
+  ]
   # An empty example must be skipped, not become an empty document.
   examples.append((len(examples), {"text": " \n", "title": "empty"}))
   tfds.dataset_builders.store_as_tfds_dataset(
-      name=NAME, version="1.0.0",
-      features=tfds.features.FeaturesDict(
-          {"text": tfds.features.Text(), "title": tfds.features.Text()}),
-      split_datasets={"train": examples}, data_dir=str(data_dir), disable_shuffling=True)
+    name=NAME,
+    version="1.0.0",
+    features=tfds.features.FeaturesDict(
+      {"text": tfds.features.Text(), "title": tfds.features.Text()}
+    ),
+    split_datasets={"train": examples},
+    data_dir=str(data_dir),
+    disable_shuffling=True,
+  )
   return documents, str(text_path), str(data_dir)
 
 
 def make_data(**overrides):
   config = pretraining_pipeline.PretrainingDataConfig(
-      max_seq_length=64, max_predictions_per_seq=10, eval_fraction=0.1, **overrides)
+    max_seq_length=64, max_predictions_per_seq=10, eval_fraction=0.1, **overrides
+  )
   return pretraining_pipeline.PretrainingData(config)
 
 
@@ -73,13 +76,15 @@ def test_tfds_source_gives_the_text_file_batches(corpus):
   from_text = make_data(corpus_paths=(text_path,))
   assert from_tfds.train_corpus.num_documents == from_text.train_corpus.num_documents
   assert from_tfds.eval_corpus.num_documents == from_text.eval_corpus.num_documents
-  helpers.assert_same_batches(take(from_tfds, 3, split="train", seed=7),
-                      take(from_text, 3, split="train", seed=7))
+  helpers.assert_same_batches(
+    take(from_tfds, 3, split="train", seed=7), take(from_text, 3, split="train", seed=7)
+  )
   # A resumed second host sees the same examples from either source.
   host = dict(split="train", seed=7, process_index=1, process_count=2, start_position=40)
   helpers.assert_same_batches(take(from_tfds, 2, **host), take(from_text, 2, **host))
-  helpers.assert_same_batches(take(from_tfds, 1, split="eval", seed=0),
-                      take(from_text, 1, split="eval", seed=0))
+  helpers.assert_same_batches(
+    take(from_tfds, 1, split="eval", seed=0), take(from_text, 1, split="eval", seed=0)
+  )
 
 
 def test_max_documents_and_split_slices_limit_the_documents(corpus):
@@ -89,7 +94,8 @@ def test_max_documents_and_split_slices_limit_the_documents(corpus):
     num_read = data.train_corpus.num_documents + data.eval_corpus.num_documents
     assert num_read == 10
     assert data.train_corpus.num_sentences + data.eval_corpus.num_sentences == sum(
-        len(d) for d in documents[:10])
+      len(d) for d in documents[:10]
+    )
 
 
 def assert_one_line_error(match, **overrides):
@@ -123,5 +129,10 @@ def test_default_config_has_the_tfds_keys():
   config.data.tfds_name = NAME
   config.data.tfds_max_documents = 5
   data = settings.settings_from_config(config).data
-  assert (data.tfds_name, data.tfds_split, data.tfds_text_key, data.tfds_data_dir,
-          data.tfds_max_documents) == (NAME, "train", "text", "", 5)
+  assert (
+    data.tfds_name,
+    data.tfds_split,
+    data.tfds_text_key,
+    data.tfds_data_dir,
+    data.tfds_max_documents,
+  ) == (NAME, "train", "text", "", 5)

@@ -5,10 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import pretraining_pipeline
-from bert_jax.data import text_corpus
-from bert_jax.data import tokenization
+from bert_jax.data import default_corpus, pretraining_pipeline, text_corpus, tokenization
 from bert_jax.tools import train_vocab
 
 
@@ -34,8 +31,18 @@ def test_wordpiece_is_deterministic_and_loads(text_path, tmp_path):
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_sentencepiece_trains_loads_and_feeds_the_pipeline(text_path, tmp_path, model_type):
   output = str(tmp_path / "sp.model")
-  assert train_vocab.main([f"--input={text_path}", f"--output={output}", "--kind=sentencepiece",
-                           f"--model_type={model_type}", "--vocab_size=1000"]) == 0
+  assert (
+    train_vocab.main(
+      [
+        f"--input={text_path}",
+        f"--output={output}",
+        "--kind=sentencepiece",
+        f"--model_type={model_type}",
+        "--vocab_size=1000",
+      ]
+    )
+    == 0
+  )
   tokenizer = tokenization.load_tokenizer(output)
   assert tokenizer.vocab_size == 1000
   special = tokenizer.special_ids
@@ -46,20 +53,32 @@ def test_sentencepiece_trains_loads_and_feeds_the_pipeline(text_path, tmp_path, 
   continuation = tokenizer.is_continuation()
   assert not continuation[list(dataclasses.astuple(special))].any() and continuation.any()
   config = pretraining_pipeline.PretrainingDataConfig(
-      corpus_paths=(text_path,), vocab_path=output, max_seq_length=64, max_predictions_per_seq=10,
-      masking="whole_word")
-  batch = next(pretraining_pipeline.PretrainingData(config, model_vocab_size=1000).batches(
-      split="train", seed=0, global_batch_size=16))
+    corpus_paths=(text_path,),
+    vocab_path=output,
+    max_seq_length=64,
+    max_predictions_per_seq=10,
+    masking="whole_word",
+  )
+  batch = next(
+    pretraining_pipeline.PretrainingData(config, model_vocab_size=1000).batches(
+      split="train", seed=0, global_batch_size=16
+    )
+  )
   assert np.all(batch["input_ids"][:, 0] == special.cls)
   assert batch["masked_lm_weights"].sum() > 16 * 4
 
 
 def test_bad_arguments(text_path, tmp_path, capsys):
-  assert train_vocab.main([f"--input={text_path}", f"--output={tmp_path / 'sp.txt'}",
-                           "--kind=sentencepiece"]) == 1
+  assert (
+    train_vocab.main(
+      [f"--input={text_path}", f"--output={tmp_path / 'sp.txt'}", "--kind=sentencepiece"]
+    )
+    == 1
+  )
   assert "must end in .model" in capsys.readouterr().err
-  assert train_vocab.main(
-      [f"--input={tmp_path / 'none.txt'}", f"--output={tmp_path / 'v.txt'}"]) == 1
+  assert (
+    train_vocab.main([f"--input={tmp_path / 'none.txt'}", f"--output={tmp_path / 'v.txt'}"]) == 1
+  )
   assert "does not exist" in capsys.readouterr().err
   bogus = tmp_path / "bogus.model"
   bogus.write_bytes(b"not a model")

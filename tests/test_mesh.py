@@ -41,41 +41,66 @@ def data8_result():
 
 
 def test_fsdp_and_tensor_across_slices_give_the_data8_numbers(data8_result):
-  config = helpers.small_config(**{"mesh.data": 2, "mesh.fsdp": 1, "mesh.tensor": 2,
-                                   "mesh.dcn_data": 1, "mesh.dcn_fsdp": 2})
+  config = helpers.small_config(
+    **{"mesh.data": 2, "mesh.fsdp": 1, "mesh.tensor": 2, "mesh.dcn_data": 1, "mesh.dcn_fsdp": 2}
+  )
   _, params, metrics, specs = helpers.one_train_step(config, jax.devices())
   assert any("fsdp" in spec for spec in specs) and any("tensor" in spec for spec in specs)
   _, params_8, metrics_8, _ = data8_result
   for key in ("mlm_loss", "nsp_loss", "grad_norm"):
     np.testing.assert_allclose(metrics[key], metrics_8[key], rtol=2e-5, err_msg=key)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params,
-               params_8)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params, params_8
+  )
 
 
-@pytest.mark.parametrize("config,message", [
-    ({"data": 3},
-     ("mesh data=3 fsdp=1 tensor=1 does not divide the 8 devices; valid axis sizes: 1, 2, 4, 8, "
-      "with product 8")),
-    ({"data": 2, "fsdp": 2},
-     ("mesh data=2 fsdp=2 tensor=1 uses 4 of the 8 devices; make the product 8 from the valid "
-      "axis sizes 1, 2, 4, 8")),
-    ({"dcn_data": 3},
-     ("mesh dcn_data=3 dcn_fsdp=1 dcn_tensor=1 asks for 3 slices, which does not divide the 8 "
-      "devices; valid slice counts: 1, 2, 4, 8")),
-    ({"data": -1, "dcn_data": 2, "tensor": 3},
-     ("mesh data=-1 fsdp=1 tensor=3 does not divide the 4 devices of each slice; valid axis "
-      "sizes: 1, 2, 4")),
-], ids=["ici", "product", "dcn", "ici_of_slice"])
+@pytest.mark.parametrize(
+  "config,message",
+  [
+    (
+      {"data": 3},
+      (
+        "mesh data=3 fsdp=1 tensor=1 does not divide the 8 devices; valid axis sizes: 1, 2, 4, 8, "
+        "with product 8"
+      ),
+    ),
+    (
+      {"data": 2, "fsdp": 2},
+      (
+        "mesh data=2 fsdp=2 tensor=1 uses 4 of the 8 devices; make the product 8 from the valid "
+        "axis sizes 1, 2, 4, 8"
+      ),
+    ),
+    (
+      {"dcn_data": 3},
+      (
+        "mesh dcn_data=3 dcn_fsdp=1 dcn_tensor=1 asks for 3 slices, which does not divide the 8 "
+        "devices; valid slice counts: 1, 2, 4, 8"
+      ),
+    ),
+    (
+      {"data": -1, "dcn_data": 2, "tensor": 3},
+      (
+        "mesh data=-1 fsdp=1 tensor=3 does not divide the 4 devices of each slice; valid axis "
+        "sizes: 1, 2, 4"
+      ),
+    ),
+  ],
+  ids=["ici", "product", "dcn", "ici_of_slice"],
+)
 def test_mesh_not_dividing_the_devices_lists_the_valid_sizes(config, message):
   with pytest.raises(UserInputError) as error:
     mesh_lib.make_mesh(mesh_lib.MeshConfig(**config))
   assert str(error.value).startswith(message)
 
 
-@pytest.mark.parametrize("config,message", [
+@pytest.mark.parametrize(
+  "config,message",
+  [
     ({"data": -1, "fsdp": -1}, "more than one -1"),
     ({"dcn_fsdp": 0}, "mesh.dcn_fsdp=0: mesh axis sizes must be >= 1, or -1"),
-])
+  ],
+)
 def test_bad_mesh_sizes_are_refused_at_the_config_boundary(config, message):
   with pytest.raises(UserInputError, match=message):
     mesh_lib.MeshConfig(**config)

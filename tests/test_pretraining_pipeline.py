@@ -7,16 +7,22 @@ import logging
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import pretraining_pipeline
-from bert_jax.data import text_corpus
+from bert_jax.data import default_corpus, pretraining_pipeline, text_corpus
 
 SEQ_LEN = 32
 MAX_PREDICTIONS = 5
 CONFIG = pretraining_pipeline.PretrainingDataConfig(
-    max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS)
-KEYS = ("input_ids", "token_type_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
-        "masked_lm_weights", "next_sentence_labels")
+  max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS
+)
+KEYS = (
+  "input_ids",
+  "token_type_ids",
+  "input_mask",
+  "masked_lm_positions",
+  "masked_lm_ids",
+  "masked_lm_weights",
+  "next_sentence_labels",
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +42,9 @@ def small_corpus_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_data(small_corpus_path):
-  return pretraining_pipeline.PretrainingData(dataclasses.replace(
-      CONFIG, corpus_paths=(small_corpus_path,), eval_fraction=0.2))
+  return pretraining_pipeline.PretrainingData(
+    dataclasses.replace(CONFIG, corpus_paths=(small_corpus_path,), eval_fraction=0.2)
+  )
 
 
 def take(iterator, count):
@@ -53,8 +60,9 @@ def assert_same_batches(left, right):
 
 
 def test_batch_layout_and_position(data):
-  iterator = data.batches(split="train", seed=0, global_batch_size=16, process_index=1,
-                          process_count=2, start_position=32)
+  iterator = data.batches(
+    split="train", seed=0, global_batch_size=16, process_index=1, process_count=2, start_position=32
+  )
   assert iterator.position == 32 and iterator.num_batches is None
   batch = next(iterator)
   assert iterator.position == 48
@@ -80,8 +88,9 @@ def test_batches_are_masked_sentence_pairs(data):
   chosen[rows[real], got["masked_lm_positions"][real]] = True
   np.testing.assert_array_equal(got["input_ids"][~chosen], unmasked["input_ids"][~chosen])
   np.testing.assert_array_equal(
-      got["masked_lm_ids"][real],
-      np.take_along_axis(unmasked["input_ids"], got["masked_lm_positions"], 1)[real])
+    got["masked_lm_ids"][real],
+    np.take_along_axis(unmasked["input_ids"], got["masked_lm_positions"], 1)[real],
+  )
   assert (got["input_ids"][chosen] == data.tokenizer.special_ids.mask).mean() > 0.6
   assert 0.3 < got["next_sentence_labels"].mean() < 0.7
 
@@ -89,6 +98,7 @@ def test_batches_are_masked_sentence_pairs(data):
 def test_deterministic_for_a_seed(data):
   def first_batches(seed):
     return take(data.batches(split="train", seed=seed, global_batch_size=8), 3)
+
   assert_same_batches(first_batches(1), first_batches(1))
   assert not np.array_equal(first_batches(2)[0]["input_ids"], first_batches(1)[0]["input_ids"])
 
@@ -97,8 +107,9 @@ def test_exact_resume_mid_epoch(data):
   batch_size = 8
   uninterrupted = data.batches(split="train", seed=5, global_batch_size=batch_size)
   run = take(uninterrupted, 12)
-  resumed = data.batches(split="train", seed=5, global_batch_size=batch_size,
-                         start_position=7 * batch_size)
+  resumed = data.batches(
+    split="train", seed=5, global_batch_size=batch_size, start_position=7 * batch_size
+  )
   assert_same_batches(take(resumed, 5), run[7:12])
   assert resumed.position == uninterrupted.position == 12 * batch_size
 
@@ -108,12 +119,12 @@ def test_exact_resume_across_epochs(small_data):
   epoch_size = small_data.train_examples(seed).epoch_size
   assert 20 < epoch_size < 200 and epoch_size % batch_size  # A batch straddles each boundary.
   num_steps = 2 * epoch_size // batch_size + 3
-  run = take(small_data.batches(split="train", seed=seed, global_batch_size=batch_size),
-             num_steps)
+  run = take(small_data.batches(split="train", seed=seed, global_batch_size=batch_size), num_steps)
   for step in (epoch_size // batch_size - 1, 2 * epoch_size // batch_size):
-    resumed = small_data.batches(split="train", seed=seed, global_batch_size=batch_size,
-                                 start_position=step * batch_size)
-    assert_same_batches(take(resumed, 3), run[step:step + 3])
+    resumed = small_data.batches(
+      split="train", seed=seed, global_batch_size=batch_size, start_position=step * batch_size
+    )
+    assert_same_batches(take(resumed, 3), run[step : step + 3])
   # Later epochs are re-paired and re-shuffled, not a replay of epoch 0.
   examples = small_data.train_examples(seed)
   epoch_0 = examples.examples(np.arange(epoch_size))["input_ids"]
@@ -125,15 +136,25 @@ def test_exact_resume_across_epochs(small_data):
 @pytest.mark.parametrize("process_count", [2, 4])
 def test_host_shards_concatenate_to_the_global_batch(data, process_count):
   batch_size, start = 8, 40
-  single = take(data.batches(split="train", seed=4, global_batch_size=batch_size,
-                             start_position=start), 3)
-  hosts = [data.batches(split="train", seed=4, global_batch_size=batch_size,
-                        process_index=p, process_count=process_count, start_position=start)
-           for p in range(process_count)]
+  single = take(
+    data.batches(split="train", seed=4, global_batch_size=batch_size, start_position=start), 3
+  )
+  hosts = [
+    data.batches(
+      split="train",
+      seed=4,
+      global_batch_size=batch_size,
+      process_index=p,
+      process_count=process_count,
+      start_position=start,
+    )
+    for p in range(process_count)
+  ]
   shards = [take(h, 3) for h in hosts]
   for step in range(3):
-    joined = {key: np.concatenate([shards[p][step][key] for p in range(process_count)])
-              for key in KEYS}
+    joined = {
+      key: np.concatenate([shards[p][step][key] for p in range(process_count)]) for key in KEYS
+    }
     assert_same_batches([joined], [single[step]])
     rows = [{r.tobytes() for r in shards[p][step]["input_ids"]} for p in range(process_count)]
     assert sum(len(r) for r in rows) == len(set().union(*rows)) == batch_size  # Disjoint.
@@ -149,8 +170,14 @@ def test_eval_split_is_finite_fixed_and_held_out(data):
   second = list(data.batches(split="eval", seed=123, global_batch_size=batch_size))
   assert len(first) == expected_batches
   assert_same_batches(first, second)
-  halves = [list(data.batches(split="eval", seed=0, global_batch_size=batch_size,
-                              process_index=p, process_count=2)) for p in (0, 1)]
+  halves = [
+    list(
+      data.batches(
+        split="eval", seed=0, global_batch_size=batch_size, process_index=p, process_count=2
+      )
+    )
+    for p in (0, 1)
+  ]
   joined = [{key: np.concatenate([a[key], b[key]]) for key in KEYS} for a, b in zip(*halves)]
   assert_same_batches(joined, first)
   # Held-out documents never appear in training.
@@ -158,20 +185,23 @@ def test_eval_split_is_finite_fixed_and_held_out(data):
   held_out = data.eval_corpus
   train_docs = {train.document(d)[0].tobytes() for d in range(train.num_documents)}
   assert held_out.num_documents >= 2
-  assert not any(held_out.document(d)[0].tobytes() in train_docs
-                 for d in range(held_out.num_documents))
+  assert not any(
+    held_out.document(d)[0].tobytes() in train_docs for d in range(held_out.num_documents)
+  )
 
 
 def test_eval_size_option_and_errors(small_corpus_path, caplog):
-  config = dataclasses.replace(CONFIG, corpus_paths=(small_corpus_path,), eval_fraction=0.2,
-                               num_eval_examples=16)
+  config = dataclasses.replace(
+    CONFIG, corpus_paths=(small_corpus_path,), eval_fraction=0.2, num_eval_examples=16
+  )
   small = pretraining_pipeline.PretrainingData(config)
   assert len(list(small.batches(split="eval", seed=0, global_batch_size=8))) == 2
   with pytest.raises(ValueError, match=r"fewer than one global batch of 32"):
     small.batches(split="eval", seed=0, global_batch_size=32)
   # num_eval_examples is a cap: more than the held-out documents give means all of them.
   capped = pretraining_pipeline.PretrainingData(
-      dataclasses.replace(config, num_eval_examples=10_000))
+    dataclasses.replace(config, num_eval_examples=10_000)
+  )
   with caplog.at_level(logging.WARNING):
     num_available = capped.eval_examples().num_examples
   assert "num_eval_examples is 10000 but the 2 held-out documents give only" in caplog.text
@@ -182,8 +212,11 @@ def test_eval_size_option_and_errors(small_corpus_path, caplog):
 
 
 def test_bad_batch_arguments(data):
-  with pytest.raises(ValueError, match=r"global_batch_size 10 is not a positive multiple of "
-                                       r"process_count 4"):
+  with pytest.raises(
+    ValueError,
+    match=r"global_batch_size 10 is not a positive multiple of "
+    r"process_count 4",
+  ):
     data.batches(split="train", seed=0, global_batch_size=10, process_count=4)
   with pytest.raises(ValueError, match=r"process_index 2 is not in \[0, 2\)"):
     data.batches(split="train", seed=0, global_batch_size=8, process_index=2, process_count=2)
@@ -194,11 +227,17 @@ def test_bad_batch_arguments(data):
 def test_bad_config_values():
   with pytest.raises(ValueError, match=r"max_seq_length is 4; a sentence pair needs at least 5"):
     pretraining_pipeline.PretrainingDataConfig(max_seq_length=4)
-  with pytest.raises(ValueError, match=r"max_predictions_per_seq is 40; it must be in \[1, "
-                                       r"max_seq_length=32\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"max_predictions_per_seq is 40; it must be in \[1, "
+    r"max_seq_length=32\]",
+  ):
     pretraining_pipeline.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=40)
-  with pytest.raises(ValueError, match=r"data.masking is 'spans'; choose one of \['span', "
-                                       r"'token', 'whole_word'\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"data.masking is 'spans'; choose one of \['span', "
+    r"'token', 'whole_word'\]",
+  ):
     pretraining_pipeline.PretrainingDataConfig(masking="spans")
   with pytest.raises(ValueError, match=r"eval_fraction is 1.0"):
     pretraining_pipeline.PretrainingDataConfig(eval_fraction=1.0)
@@ -208,20 +247,26 @@ def test_bad_files(tmp_path, small_corpus_path):
   missing = str(tmp_path / "missing.txt")
   with pytest.raises(FileNotFoundError, match=r"corpus file .*missing.txt does not exist"):
     pretraining_pipeline.PretrainingData(
-        dataclasses.replace(CONFIG, corpus_paths=(small_corpus_path, missing)))
+      dataclasses.replace(CONFIG, corpus_paths=(small_corpus_path, missing))
+    )
   with pytest.raises(FileNotFoundError, match=r"corpus pattern .*\*.none matches no files"):
     pretraining_pipeline.PretrainingData(
-        dataclasses.replace(CONFIG, corpus_paths=(str(tmp_path / "*.none"),)))
+      dataclasses.replace(CONFIG, corpus_paths=(str(tmp_path / "*.none"),))
+    )
   with pytest.raises(FileNotFoundError, match=r"vocab file .*missing_vocab.txt does not exist"):
     pretraining_pipeline.PretrainingData(
-        dataclasses.replace(CONFIG, vocab_path=str(tmp_path / "missing_vocab.txt")))
+      dataclasses.replace(CONFIG, vocab_path=str(tmp_path / "missing_vocab.txt"))
+    )
   no_mask = tmp_path / "no_mask_vocab.txt"
   with open(default_corpus.default_vocab_path(), encoding="utf-8") as f:
     no_mask.write_text("".join(line for line in f if line != "[MASK]\n"), encoding="utf-8")
   with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
     pretraining_pipeline.PretrainingData(dataclasses.replace(CONFIG, vocab_path=str(no_mask)))
-  with pytest.raises(ValueError, match=r"vocab file .*vocab.txt has 8192 entries but "
-                                       r"model.vocab_size is 30522; set model.vocab_size=8192"):
+  with pytest.raises(
+    ValueError,
+    match=r"vocab file .*vocab.txt has 8192 entries but "
+    r"model.vocab_size is 30522; set model.vocab_size=8192",
+  ):
     pretraining_pipeline.PretrainingData(CONFIG, model_vocab_size=30522)
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n  \n", encoding="utf-8")
@@ -231,12 +276,13 @@ def test_bad_files(tmp_path, small_corpus_path):
 
 def test_non_utf8_lines_are_skipped_counted_and_logged(tmp_path, caplog):
   path = tmp_path / "mixed.txt"
-  path.write_bytes(b"First sentence of doc one.\n\xff\xfe broken line\nSecond sentence.\n\n"
-                   b"Doc two \xc3\x28 is broken here.\nDoc two, good line.\n")
+  path.write_bytes(
+    b"First sentence of doc one.\n\xff\xfe broken line\nSecond sentence.\n\n"
+    b"Doc two \xc3\x28 is broken here.\nDoc two, good line.\n"
+  )
   documents, skipped = text_corpus.read_documents_from_file(str(path))
   assert skipped == 2
-  assert documents == [["First sentence of doc one.", "Second sentence."],
-                       ["Doc two, good line."]]
+  assert documents == [["First sentence of doc one.", "Second sentence."], ["Doc two, good line."]]
   with caplog.at_level(logging.WARNING):
     assert text_corpus.read_documents([str(path)]) == documents
   assert "skipped 2 lines of" in caplog.text and "not valid UTF-8" in caplog.text

@@ -16,13 +16,21 @@ def _trace_files(workdir):
 def _host_events(trace_path):
   """(name, stats) of every host-side event in an XSpace trace file."""
   profile = jax.profiler.ProfileData.from_file(str(trace_path))
-  return [(event.name, dict(event.stats)) for plane in profile.planes
-          if plane.name.startswith("/host:") for line in plane.lines for event in line.events]
+  return [
+    (event.name, dict(event.stats))
+    for plane in profile.planes
+    if plane.name.startswith("/host:")
+    for line in plane.lines
+    for event in line.events
+  ]
 
 
 def _traced_steps(trace_path):
-  return sorted(stats["step_num"] for name, stats in _host_events(trace_path)
-                if name == "train" and "step_num" in stats)
+  return sorted(
+    stats["step_num"]
+    for name, stats in _host_events(trace_path)
+    if name == "train" and "step_num" in stats
+  )
 
 
 def test_traces_exactly_the_chosen_steps(tmp_path):
@@ -51,8 +59,13 @@ def test_negative_profile_settings_are_refused(tmp_path):
 
 def test_bert_tiny_run_writes_a_trace_of_the_train_step(tmp_path):
   # A fixed peak skips the MFU matmul measurement, which costs seconds on CPU.
-  config = helpers.small_config(num_train_steps=2, profile_start_step=1, profile_num_steps=1,
-                                peak_flops_per_device=1e12, **{"data.num_eval_examples": 8})
+  config = helpers.small_config(
+    num_train_steps=2,
+    profile_start_step=1,
+    profile_num_steps=1,
+    peak_flops_per_device=1e12,
+    **{"data.num_eval_examples": 8},
+  )
   loop.train_and_evaluate(config, str(tmp_path))
   traces = _trace_files(tmp_path)
   assert len(traces) == 1

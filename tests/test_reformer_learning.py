@@ -29,38 +29,54 @@ CHUNK_LEN = 16
 
 class KeyValueModel(nn.Module):
   """Embeddings + encoder + a per-position classifier over the values."""
+
   config: ModelConfig
 
   @nn.compact
   def __call__(self, input_ids_BL, type_ids_BL):
     position_ids_BL = jnp.broadcast_to(jnp.arange(input_ids_BL.shape[1]), input_ids_BL.shape)
-    x_BLD = Embeddings(self.config, name="embeddings")(input_ids_BL, type_ids_BL,
-                                                       position_ids_BL)
+    x_BLD = Embeddings(self.config, name="embeddings")(input_ids_BL, type_ids_BL, position_ids_BL)
     x_BLD = Encoder(self.config, name="encoder")(x_BLD, jnp.ones_like(input_ids_BL))
-    return layers.dense(self.config, N_VALUES, ("embed", "classes"),
-                        "classifier")(x_BLD).astype(jnp.float32)
+    return layers.dense(self.config, N_VALUES, ("embed", "classes"), "classifier")(x_BLD).astype(
+      jnp.float32
+    )
 
 
 def _batch(rng, batch_size):
   """Keys (word ids) with values (type ids) in the first half; the keys again, values hidden."""
-  keys_BH = np.stack([rng.choice(N_KEYS, size=HALF, replace=False)
-                      for _ in range(batch_size)]) + FIRST_KEY_ID
+  keys_BH = (
+    np.stack([rng.choice(N_KEYS, size=HALF, replace=False) for _ in range(batch_size)])
+    + FIRST_KEY_ID
+  )
   values_BH = rng.integers(0, N_VALUES, size=(batch_size, HALF))
   input_ids_BL = np.concatenate([keys_BH, keys_BH], axis=1)
   type_ids_BL = np.concatenate([values_BH + 1, np.zeros_like(values_BH)], axis=1)
   targets_BL = np.concatenate([values_BH, values_BH], axis=1)
   weights_BL = np.concatenate([np.zeros(values_BH.shape), np.ones(values_BH.shape)], axis=1)
-  return (input_ids_BL.astype(np.int32), type_ids_BL.astype(np.int32), targets_BL.astype(np.int32),
-          weights_BL.astype(np.float32))
+  return (
+    input_ids_BL.astype(np.int32),
+    type_ids_BL.astype(np.int32),
+    targets_BL.astype(np.int32),
+    weights_BL.astype(np.float32),
+  )
 
 
 def _train_accuracy(kind, steps=300, batch_size=16, learning_rate=3e-3):
   config = ModelConfig(
-      vocab_size=FIRST_KEY_ID + N_KEYS, type_vocab_size=N_VALUES + 1, hidden_size=64,
-      num_layers=1, num_heads=2, intermediate_size=128, max_position_embeddings=2 * HALF,
-      hidden_dropout_rate=0.0, attention_dropout_rate=0.0, attention_kind=kind,
-      reversible=kind != "dense", ffn_chunk_len=32,
-      lsh=LshOptions(chunk_len=CHUNK_LEN, n_hashes=4, n_chunks_before=1, n_chunks_after=0))
+    vocab_size=FIRST_KEY_ID + N_KEYS,
+    type_vocab_size=N_VALUES + 1,
+    hidden_size=64,
+    num_layers=1,
+    num_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=2 * HALF,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    attention_kind=kind,
+    reversible=kind != "dense",
+    ffn_chunk_len=32,
+    lsh=LshOptions(chunk_len=CHUNK_LEN, n_hashes=4, n_chunks_before=1, n_chunks_after=0),
+  )
   model = KeyValueModel(config)
   data_rng = np.random.default_rng(0)
 
@@ -72,8 +88,9 @@ def _train_accuracy(kind, steps=300, batch_size=16, learning_rate=3e-3):
     losses_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLV, targets_BL)
     return jnp.sum(losses_BL * weights_BL) / jnp.sum(weights_BL)
 
-  optimizer = optax.adam(optax.warmup_cosine_decay_schedule(
-      0.0, learning_rate, 20, steps, learning_rate / 10))
+  optimizer = optax.adam(
+    optax.warmup_cosine_decay_schedule(0.0, learning_rate, 20, steps, learning_rate / 10)
+  )
 
   @jax.jit
   def train_step(params, opt_state, batch, hash_rng):
@@ -82,12 +99,16 @@ def _train_accuracy(kind, steps=300, batch_size=16, learning_rate=3e-3):
     return optax.apply_updates(params, updates), opt_state
 
   input_ids_BL, type_ids_BL, _, _ = _batch(data_rng, 1)
-  params = nn.unbox(model.init({"params": jax.random.key(0), "hashing": jax.random.key(0)},
-                               input_ids_BL, type_ids_BL)["params"])
+  params = nn.unbox(
+    model.init(
+      {"params": jax.random.key(0), "hashing": jax.random.key(0)}, input_ids_BL, type_ids_BL
+    )["params"]
+  )
   opt_state = optimizer.init(params)
   for step in range(steps):
-    params, opt_state = train_step(params, opt_state, _batch(data_rng, batch_size),
-                                   jax.random.key(step + 1))
+    params, opt_state = train_step(
+      params, opt_state, _batch(data_rng, batch_size), jax.random.key(step + 1)
+    )
 
   input_ids_BL, type_ids_BL, targets_BL, weights_BL = _batch(np.random.default_rng(1), 64)
   logits_BLV = jax.jit(logits_fn)(params, input_ids_BL, type_ids_BL, jax.random.key(10_000))

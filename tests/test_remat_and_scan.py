@@ -19,7 +19,8 @@ def _loss_and_grads(model_overrides, params, batch):
 
   def loss(p):
     outputs = BertForPreTraining(config, deterministic=True).apply(
-        {"params": p}, *task.model_inputs(batch))
+      {"params": p}, *task.model_inputs(batch)
+    )
     return task.loss_and_sums(outputs, batch, task.denominators(batch))[0]
 
   return jax.jit(jax.value_and_grad(loss))(params)
@@ -38,8 +39,9 @@ def reference():
   config = model_config_from_dict(_MODEL)
   task = PretrainingTask(config, 32, 4)
   batch = {k: jnp.asarray(v) for k, v in task.random_batch(4).items()}
-  params = sharding.strip_boxes(BertForPreTraining(config).init(
-      jax.random.key(0), *task.model_inputs(batch))["params"])
+  params = sharding.strip_boxes(
+    BertForPreTraining(config).init(jax.random.key(0), *task.model_inputs(batch))["params"]
+  )
   return params, batch, _loss_and_grads({}, params, batch)
 
 
@@ -48,15 +50,20 @@ def test_remat_equals_no_remat(reference, policy):
   params, batch, (loss, grads) = reference
   remat_loss, remat_grads = _loss_and_grads({"remat_policy": policy}, params, batch)
   np.testing.assert_allclose(remat_loss, loss, rtol=1e-6)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), remat_grads,
-               grads)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), remat_grads, grads
+  )
 
 
 @pytest.mark.parametrize("policy", ["none", "full"])
 def test_scan_over_layers_equals_unrolled_layers(reference, policy):
   params, batch, (loss, grads) = reference
-  scanned_loss, scanned_grads = _loss_and_grads({"scan_layers": True, "remat_policy": policy},
-                                                _stack_layers(params, 3), batch)
+  scanned_loss, scanned_grads = _loss_and_grads(
+    {"scan_layers": True, "remat_policy": policy}, _stack_layers(params, 3), batch
+  )
   np.testing.assert_allclose(scanned_loss, loss, rtol=1e-6)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
-               scanned_grads, _stack_layers(grads, 3))
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+    scanned_grads,
+    _stack_layers(grads, 3),
+  )

@@ -34,8 +34,7 @@ def _write_corpus(directory):
   """12 documents of the embedded corpus in two files (one gzipped) under ``directory``."""
   documents = text_corpus.read_documents(default_corpus.default_corpus_path())[:12]
   tf.io.gfile.makedirs(directory)
-  text = ["\n\n".join("\n".join(d) for d in part) + "\n" for part in (documents[:6],
-                                                                      documents[6:])]
+  text = ["\n\n".join("\n".join(d) for d in part) + "\n" for part in (documents[:6], documents[6:])]
   with tf.io.gfile.GFile(f"{directory}/part0.txt", "w") as f:
     f.write(text[0])
   with tf.io.gfile.GFile(f"{directory}/part1.txt.gz", "wb") as f:
@@ -46,15 +45,19 @@ def _write_corpus(directory):
 
 def _records_config(directory):
   return pretraining_pipeline.PretrainingDataConfig(
-      tfrecord_pattern=f"{directory}/records/train-*.tfrecord",
-      eval_tfrecord_pattern=f"{directory}/records/eval-*.tfrecord",
-      vocab_path=f"{directory}/vocab.txt", max_seq_length=SEQ_LEN, max_predictions_per_seq=10,
-      shuffle_buffer_size=64)
+    tfrecord_pattern=f"{directory}/records/train-*.tfrecord",
+    eval_tfrecord_pattern=f"{directory}/records/eval-*.tfrecord",
+    vocab_path=f"{directory}/vocab.txt",
+    max_seq_length=SEQ_LEN,
+    max_predictions_per_seq=10,
+    shuffle_buffer_size=64,
+  )
 
 
 def _first_batches(config, split, count):
-  batches = pretraining_pipeline.PretrainingData(config).batches(split=split, seed=0,
-                                                                 global_batch_size=4)
+  batches = pretraining_pipeline.PretrainingData(config).batches(
+    split=split, seed=0, global_batch_size=4
+  )
   return [next(batches) for _ in range(count)]
 
 
@@ -63,9 +66,14 @@ def test_corpus_vocab_and_records_on_a_non_local_filesystem(tmp_path):
   local = str(tmp_path)
   for directory in (remote, local):
     documents = _write_corpus(directory)
-    argv = [f"--input={directory}/part*", f"--output_dir={directory}/records",
-            f"--vocab={directory}/vocab.txt", f"--max_seq_length={SEQ_LEN}", "--num_shards=2",
-            "--eval_fraction=0.2"]
+    argv = [
+      f"--input={directory}/part*",
+      f"--output_dir={directory}/records",
+      f"--vocab={directory}/vocab.txt",
+      f"--max_seq_length={SEQ_LEN}",
+      "--num_shards=2",
+      "--eval_fraction=0.2",
+    ]
     assert create_pretraining_data.main(argv) == 0
   assert text_corpus.read_documents(f"{remote}/part*") == documents
   # The tool wrote the same shards to both filesystems, byte for byte.
@@ -78,22 +86,46 @@ def test_corpus_vocab_and_records_on_a_non_local_filesystem(tmp_path):
         assert f.read() == (tmp_path / "records" / name).read_bytes(), name
   # Training reads them (metadata, vocab, shards) into the same batches as from local disk.
   for split in ("train", "eval"):
-    helpers.assert_same_batches(_first_batches(_records_config(remote), split, 2),
-                                _first_batches(_records_config(local), split, 2))
-  missing = dataclasses.replace(_records_config(remote),
-                                tfrecord_pattern=f"{remote}/nothing/train-*.tfrecord")
+    helpers.assert_same_batches(
+      _first_batches(_records_config(remote), split, 2),
+      _first_batches(_records_config(local), split, 2),
+    )
+  missing = dataclasses.replace(
+    _records_config(remote), tfrecord_pattern=f"{remote}/nothing/train-*.tfrecord"
+  )
   with pytest.raises(FileNotFoundError, match=f"{remote}/nothing/train-.* matches no files"):
     pretraining_pipeline.PretrainingData(missing)
 
 
 # Modules that read or write run data or workdirs; tools that only touch local files by design
 # (vocab training, corpus building, benchmarks) are not listed.
-_AUDITED = ("bert_jax/data", "bert_jax/train", "bert_jax/tasks", "bert_jax/models",
-            "bert_jax/parallel", "bert_jax/main.py", "bert_jax/tools/create_pretraining_data.py")
+_AUDITED = (
+  "bert_jax/data",
+  "bert_jax/train",
+  "bert_jax/tasks",
+  "bert_jax/models",
+  "bert_jax/parallel",
+  "bert_jax/main.py",
+  "bert_jax/tools/create_pretraining_data.py",
+)
 _LOCAL_ONLY_CALLS = {
-    "open", "os.makedirs", "os.listdir", "os.remove", "os.rename", "os.path.isfile",
-    "os.path.isdir", "os.path.exists", "os.path.getsize", "os.path.abspath", "glob.glob",
-    "gzip.open", "shutil.copyfile", "shutil.copy", "shutil.rmtree", "pathlib.Path"}
+  "open",
+  "os.makedirs",
+  "os.listdir",
+  "os.remove",
+  "os.rename",
+  "os.path.isfile",
+  "os.path.isdir",
+  "os.path.exists",
+  "os.path.getsize",
+  "os.path.abspath",
+  "glob.glob",
+  "gzip.open",
+  "shutil.copyfile",
+  "shutil.copy",
+  "shutil.rmtree",
+  "pathlib.Path",
+}
 
 
 def _dotted(node):
@@ -113,8 +145,13 @@ def test_run_files_go_through_gfile_epath_or_orbax():
   # files.py is the one place that turns local paths absolute.
   sources = [s for s in sources if s != REPO / "bert_jax/data/files.py"]
   assert len(sources) > 20
-  found = [f"{source.relative_to(REPO)}:{node.lineno} {_dotted(node.func)}"
-           for source in sources for node in ast.walk(ast.parse(source.read_text()))
-           if isinstance(node, ast.Call) and _dotted(node.func) in _LOCAL_ONLY_CALLS]
-  assert not found, ("local-only file calls; use bert_jax.data.files (tf.io.gfile) or epath "
-                     f"so gs:// paths work: {found}")
+  found = [
+    f"{source.relative_to(REPO)}:{node.lineno} {_dotted(node.func)}"
+    for source in sources
+    for node in ast.walk(ast.parse(source.read_text()))
+    if isinstance(node, ast.Call) and _dotted(node.func) in _LOCAL_ONLY_CALLS
+  ]
+  assert not found, (
+    "local-only file calls; use bert_jax.data.files (tf.io.gfile) or epath "
+    f"so gs:// paths work: {found}"
+  )

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bert_jax.models.attention import dense, splash
-from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.default_config import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.errors import UserInputError
+from bert_jax.models.attention import dense, splash
+from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.models.config import ModelConfig
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import topologies
@@ -33,8 +33,9 @@ def _segment_ids():
 
 def _qkv(dtype, seed=0):
   keys = jax.random.split(jax.random.key(seed), 3)
-  return tuple(jax.random.normal(k, (BATCH, LENGTH, HEADS, HEAD_DIM), jnp.float32).astype(dtype)
-               for k in keys)
+  return tuple(
+    jax.random.normal(k, (BATCH, LENGTH, HEADS, HEAD_DIM), jnp.float32).astype(dtype) for k in keys
+  )
 
 
 def _cpu_mesh():
@@ -49,15 +50,17 @@ def _real_BL1(segment_ids_BL):
 def test_forward_matches_dense_and_ignores_padding_bf16():
   segment_ids_BL = _segment_ids()
   query, key, value = _qkv(jnp.bfloat16)
-  expected = dense.dense_attention(*(x.astype(jnp.float32) for x in (query, key, value)),
-                                   segment_ids_BL)
+  expected = dense.dense_attention(
+    *(x.astype(jnp.float32) for x in (query, key, value)), segment_ids_BL
+  )
   with setup.mesh_context(_cpu_mesh(), DEFAULT_LOGICAL_AXIS_RULES):
     attend = jax.jit(splash.splash_attention)
     out = attend(query, key, value, segment_ids_BL)
     # Garbage at padding positions must not reach any real token.
     pad = ~_real_BL1(segment_ids_BL)
-    noisy = [jnp.where(pad, 1e3 * n, x)
-             for n, x in zip(_qkv(jnp.bfloat16, seed=1), (query, key, value))]
+    noisy = [
+      jnp.where(pad, 1e3 * n, x) for n, x in zip(_qkv(jnp.bfloat16, seed=1), (query, key, value))
+    ]
     out_noisy = attend(*noisy, segment_ids_BL)
   assert out.dtype == jnp.bfloat16 and out.shape == (BATCH, LENGTH, HEADS, HEAD_DIM)
   real = np.broadcast_to(_real_BL1(segment_ids_BL), out.shape)
@@ -80,13 +83,13 @@ def test_gradients_match_dense_and_sharded_equals_unsharded():
   grad = jax.grad(loss, argnums=(1, 2, 3))
   expected = jax.jit(grad, static_argnums=0)(dense.dense_attention, *qkv)
   with setup.mesh_context(_cpu_mesh(), DEFAULT_LOGICAL_AXIS_RULES):
-    sharded = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3)),
-                      static_argnums=0)(splash.splash_attention, *qkv)
+    sharded = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3)), static_argnums=0)(
+      splash.splash_attention, *qkv
+    )
   unsharded_out = jax.jit(splash.splash_attention)(*qkv, segment_ids_BL)
   for got, want in zip(sharded[1], expected):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=1e-4)
-  np.testing.assert_allclose(float(sharded[0]), float(jnp.sum(unsharded_out * weights)),
-                             rtol=1e-5)
+  np.testing.assert_allclose(float(sharded[0]), float(jnp.sum(unsharded_out * weights)), rtol=1e-5)
 
 
 def test_auto_kind_rule():
@@ -103,24 +106,35 @@ def test_bad_input_is_refused():
   with pytest.raises(UserInputError, match="'splash' has no attention-probability dropout"):
     ModelConfig(attention_kind="splash", attention_dropout_rate=0.1)
   qkv = [jnp.zeros((1, 200, 1, 8))] * 3
-  with pytest.raises(UserInputError, match="multiple of 128, got 200; use e.g. "
-                                           "data.max_seq_length=256"):
+  with pytest.raises(
+    UserInputError, match="multiple of 128, got 200; use e.g. data.max_seq_length=256"
+  ):
     splash.splash_attention(*qkv, jnp.ones((1, 200), jnp.int32))
 
 
 def _layer_config(kind, dtype="float32"):
-  return ModelConfig(hidden_size=HEADS * HEAD_DIM, num_heads=HEADS, num_layers=1,
-                     intermediate_size=4 * HEADS * HEAD_DIM, attention_dropout_rate=0.0,
-                     attention_kind=kind, max_position_embeddings=LENGTH, dtype=dtype)
+  return ModelConfig(
+    hidden_size=HEADS * HEAD_DIM,
+    num_heads=HEADS,
+    num_layers=1,
+    intermediate_size=4 * HEADS * HEAD_DIM,
+    attention_dropout_rate=0.0,
+    attention_kind=kind,
+    max_position_embeddings=LENGTH,
+    dtype=dtype,
+  )
 
 
 def test_auto_layer_is_dense_on_cpu():
   x_BLD = jax.random.normal(jax.random.key(3), (2, LENGTH, HEADS * HEAD_DIM))
   segment_ids_BL = _segment_ids()[:2]
-  params = jax.jit(SelfAttention(_layer_config("dense")).init)(jax.random.key(4), x_BLD,
-                                                               segment_ids_BL)
-  outs = [jax.jit(SelfAttention(_layer_config(kind)).apply)(params, x_BLD, segment_ids_BL)
-          for kind in ("dense", "auto")]
+  params = jax.jit(SelfAttention(_layer_config("dense")).init)(
+    jax.random.key(4), x_BLD, segment_ids_BL
+  )
+  outs = [
+    jax.jit(SelfAttention(_layer_config(kind)).apply)(params, x_BLD, segment_ids_BL)
+    for kind in ("dense", "auto")
+  ]
   np.testing.assert_array_equal(np.asarray(outs[1]), np.asarray(outs[0]))
 
 
@@ -134,8 +148,11 @@ def test_auto_layer_compiles_to_the_splash_kernel_for_a_tpu_topology():
   devices = _tpu_devices()
   mesh = mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, fsdp=1, tensor=2), devices=devices)
   layer = SelfAttention(_layer_config("auto", dtype="bfloat16"))
-  x = jax.ShapeDtypeStruct((BATCH, LENGTH, HEADS * HEAD_DIM), jnp.float32,
-                           sharding=NamedSharding(mesh, PartitionSpec(("data", "fsdp"))))
+  x = jax.ShapeDtypeStruct(
+    (BATCH, LENGTH, HEADS * HEAD_DIM),
+    jnp.float32,
+    sharding=NamedSharding(mesh, PartitionSpec(("data", "fsdp"))),
+  )
   segment_ids = jax.ShapeDtypeStruct((BATCH, LENGTH), jnp.int32, sharding=x.sharding)
 
   def loss(params, x_BLD, segment_ids_BL):
@@ -145,11 +162,14 @@ def test_auto_layer_compiles_to_the_splash_kernel_for_a_tpu_topology():
   with setup.mesh_context(mesh, DEFAULT_LOGICAL_AXIS_RULES):
     params = jax.eval_shape(layer.init, init_rng, x, segment_ids)
     params = jax.tree.map(
-        lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype, sharding=NamedSharding(mesh,
-                                                                                PartitionSpec())),
-        params)
-    compiled = jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(
-        params, x, segment_ids).compile()
+      lambda p: jax.ShapeDtypeStruct(
+        p.shape, p.dtype, sharding=NamedSharding(mesh, PartitionSpec())
+      ),
+      params,
+    )
+    compiled = (
+      jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(params, x, segment_ids).compile()
+    )
   text = compiled.as_text()
   # Forward kernel plus the fused backward kernel, each a Mosaic custom call.
   assert text.count("tpu_custom_call") >= 2, text[:2000]

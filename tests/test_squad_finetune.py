@@ -35,7 +35,7 @@ def _paragraphs(sentences_per_paragraph=3, min_chars=150, max_chars=420):
   # One sentence per line, a blank line between articles (read directly: no TensorFlow).
   for document in (block.strip().splitlines() for block in text.split("\n\n")):
     for first in range(0, len(document) - sentences_per_paragraph + 1, sentences_per_paragraph):
-      context = " ".join(document[first:first + sentences_per_paragraph])
+      context = " ".join(document[first : first + sentences_per_paragraph])
       if min_chars <= len(context) <= max_chars:
         yield context
 
@@ -58,40 +58,57 @@ def squad_json(count, *, seed, version_2=False, skip=0):
     elif not years:
       without_year.append(context)
   paragraphs = []
-  for i, (context, year) in enumerate(with_year[skip:skip + count]):
+  for i, (context, year) in enumerate(with_year[skip : skip + count]):
     sentence = next(s for s in re.split(r"(?<=[.!?]) ", context) if year.group() in s)
-    qa = {"id": f"s{seed}y{i}", "question": _question(sentence),
-          "answers": [{"text": year.group(), "answer_start": year.start()}]}
+    qa = {
+      "id": f"s{seed}y{i}",
+      "question": _question(sentence),
+      "answers": [{"text": year.group(), "answer_start": year.start()}],
+    }
     if version_2:
       qa["is_impossible"] = False  # SQuAD 2.0 files mark every question.
     paragraphs.append({"context": context, "qas": [qa]})
   if version_2:
-    for i, context in enumerate(without_year[skip // 2:skip // 2 + count // 2]):
+    for i, context in enumerate(without_year[skip // 2 : skip // 2 + count // 2]):
       sentences = re.split(r"(?<=[.!?]) ", context)
-      paragraphs.append({"context": context, "qas": [{
-          "id": f"s{seed}n{i}", "question": _question(sentences[rng.integers(len(sentences))]),
-          "answers": [], "is_impossible": True, "plausible_answers": []}]})
+      paragraphs.append(
+        {
+          "context": context,
+          "qas": [
+            {
+              "id": f"s{seed}n{i}",
+              "question": _question(sentences[rng.integers(len(sentences))]),
+              "answers": [],
+              "is_impossible": True,
+              "plausible_answers": [],
+            }
+          ],
+        }
+      )
   rng.shuffle(paragraphs)
-  return {"version": "v2.0" if version_2 else "1.1",
-          "data": [{"title": "enwiki sample", "paragraphs": paragraphs}]}
+  return {
+    "version": "v2.0" if version_2 else "1.1",
+    "data": [{"title": "enwiki sample", "paragraphs": paragraphs}],
+  }
 
 
 def write_squad_files(directory, *, version_2=False, num_train=320, num_eval=48):
   """Writes train.json and eval.json (disjoint paragraphs) into ``directory``; returns paths."""
   paths = []
-  for name, count, skip, seed in (("train", num_train, 0, 0),
-                                  ("eval", num_eval, num_train, 1)):
+  for name, count, skip, seed in (("train", num_train, 0, 0), ("eval", num_eval, num_train, 1)):
     path = directory / f"{name}.json"
-    path.write_text(json.dumps(squad_json(count, seed=seed, version_2=version_2, skip=skip)),
-                    encoding="utf-8")
+    path.write_text(
+      json.dumps(squad_json(count, seed=seed, version_2=version_2, skip=skip)), encoding="utf-8"
+    )
     paths.append(str(path))
   return paths
 
 
 def _squad_config(arg, overrides):
   """configs/finetune/squad.py:<arg> with dotted-key ``overrides``."""
-  spec = importlib.util.spec_from_file_location("squad_config",
-                                                _REPO / "configs" / "finetune" / "squad.py")
+  spec = importlib.util.spec_from_file_location(
+    "squad_config", _REPO / "configs" / "finetune" / "squad.py"
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return finetune_fixtures.set_keys(module.get_config(arg), overrides)
@@ -102,11 +119,19 @@ def test_squad_config_carries_the_bert_recipe(arg, version_2):
   run = settings.settings_from_config(_squad_config(arg, {"data.tfds_name": "squad/v2.0"}))
   assert run.trainer.task == "span_qa"
   data = run.data
-  assert (data.max_seq_length, data.doc_stride, data.max_query_length, data.n_best_size,
-          data.max_answer_length, data.version_2_with_negative) == (384, 128, 64, 20, 30,
-                                                                    version_2)
-  assert (run.trainer.global_batch_size, run.optimizer.learning_rate,
-          run.trainer.num_train_epochs) == (32, 3e-5, 2.0)
+  assert (
+    data.max_seq_length,
+    data.doc_stride,
+    data.max_query_length,
+    data.n_best_size,
+    data.max_answer_length,
+    data.version_2_with_negative,
+  ) == (384, 128, 64, 20, 30, version_2)
+  assert (
+    run.trainer.global_batch_size,
+    run.optimizer.learning_rate,
+    run.trainer.num_train_epochs,
+  ) == (32, 3e-5, 2.0)
 
 
 def test_unknown_squad_version_is_refused():
@@ -116,28 +141,77 @@ def test_unknown_squad_version_is_refused():
 
 def test_malformed_squad_json_stops_the_run_before_training(tmp_path):
   bad = tmp_path / "train.json"
-  bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "It began in 1539.", "qas": [
-      {"id": "q1", "question": "When?", "answers": [{"text": "1539", "answer_start": 3}]}]}]}]}))
-  config = _squad_config(None, dict(finetune_fixtures.model_overrides(), **{
-      "data.train_path": str(bad), "data.eval_path": str(bad), "data.max_seq_length": 64,
-      "data.max_query_length": 16}))
-  with pytest.raises(UserInputError, match=(r"train.json: data\[0\].paragraphs\[0\].qas\[0\] "
-                                            r"\(id 'q1'\): answer_start 3 selects 'bega'")):
+  bad.write_text(
+    json.dumps(
+      {
+        "data": [
+          {
+            "paragraphs": [
+              {
+                "context": "It began in 1539.",
+                "qas": [
+                  {
+                    "id": "q1",
+                    "question": "When?",
+                    "answers": [{"text": "1539", "answer_start": 3}],
+                  }
+                ],
+              }
+            ]
+          }
+        ]
+      }
+    )
+  )
+  config = _squad_config(
+    None,
+    dict(
+      finetune_fixtures.model_overrides(),
+      **{
+        "data.train_path": str(bad),
+        "data.eval_path": str(bad),
+        "data.max_seq_length": 64,
+        "data.max_query_length": 16,
+      },
+    ),
+  )
+  with pytest.raises(
+    UserInputError,
+    match=(
+      r"train.json: data\[0\].paragraphs\[0\].qas\[0\] "
+      r"\(id 'q1'\): answer_start 3 selects 'bega'"
+    ),
+  ):
     train_and_evaluate(config, str(tmp_path / "run"))
   assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(tiny_pretrained_workdir,
-                                                                   tmp_path):
+def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(
+  tiny_pretrained_workdir, tmp_path
+):
   train, dev = write_squad_files(tmp_path, version_2=True)
   steps = 60
-  config = _squad_config("v2", dict(finetune_fixtures.model_overrides(), **{
-      "init_from": str(tiny_pretrained_workdir), "num_train_epochs": 0.0,
-      "num_train_steps": steps, "log_every_steps": steps, "eval_every_steps": steps,
-      "checkpoint_every_steps": steps, "data.train_path": train, "data.eval_path": dev,
-      # Contexts of 30-90 tokens: many span two windows, so answers cross window edges.
-      "data.max_seq_length": 64, "data.max_query_length": 16, "data.doc_stride": 32,
-      "optimizer.learning_rate": 2e-3}))
+  config = _squad_config(
+    "v2",
+    dict(
+      finetune_fixtures.model_overrides(),
+      **{
+        "init_from": str(tiny_pretrained_workdir),
+        "num_train_epochs": 0.0,
+        "num_train_steps": steps,
+        "log_every_steps": steps,
+        "eval_every_steps": steps,
+        "checkpoint_every_steps": steps,
+        "data.train_path": train,
+        "data.eval_path": dev,
+        # Contexts of 30-90 tokens: many span two windows, so answers cross window edges.
+        "data.max_seq_length": 64,
+        "data.max_query_length": 16,
+        "data.doc_stride": 32,
+        "optimizer.learning_rate": 2e-3,
+      },
+    ),
+  )
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
   # 48 answerable and 24 unanswerable eval questions. Chance: always "no answer" scores exact
   # 33.3 (HasAns 0, NoAns 100); a random span of the ~50 context tokens, about 0.
@@ -148,17 +222,21 @@ def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(tiny_pretrai
   answers = json.loads((predictions_dir / "predictions.json").read_text())
   nbest = json.loads((predictions_dir / "nbest_predictions.json").read_text())
   null_odds = json.loads((predictions_dir / "null_odds.json").read_text())
-  gold = {qa["id"]: [a["text"] for a in qa["answers"]]
-          for article in json.loads(pathlib.Path(dev).read_text())["data"]
-          for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+  gold = {
+    qa["id"]: [a["text"] for a in qa["answers"]]
+    for article in json.loads(pathlib.Path(dev).read_text())["data"]
+    for paragraph in article["paragraphs"]
+    for qa in paragraph["qas"]
+  }
   assert list(answers) == list(nbest) == list(null_odds) == list(gold)
   assert squad_metrics.squad_scores(gold, answers)["exact"] == metrics["exact"]
   for qid, entries in nbest.items():
     assert sum(entry["probability"] for entry in entries) == pytest.approx(1.0)
     assert "" in [entry["text"] for entry in entries]  # v2.0 lists the null answer.
-    assert answers[qid] == ("" if null_odds[qid] > 0.0 else
-                            next(entry["text"] for entry in entries if entry["text"]))
-  assert {key: metrics[key] for key in ("best_exact", "best_exact_thresh", "best_f1",
-                                        "best_f1_thresh")} == squad_metrics.best_thresholds(
-                                            gold, answers, null_odds)
+    assert answers[qid] == (
+      "" if null_odds[qid] > 0.0 else next(entry["text"] for entry in entries if entry["text"])
+    )
+  assert {
+    key: metrics[key] for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
+  } == squad_metrics.best_thresholds(gold, answers, null_odds)
   assert metrics["best_exact"] >= metrics["exact"] and metrics["best_f1"] >= metrics["f1"]

@@ -15,20 +15,24 @@ from bert_jax.tasks.span_qa.features import NOT_CONTEXT
 from bert_jax.tasks.span_qa.reader import SquadExample
 
 # "societies" twice: two spans can give the same text, which the n-best list keeps once.
-CONTEXT = ("Anarchism is a political philosophy that advocates self-governed societies based on "
-           "voluntary institutions. These are often described as stateless societies, although "
-           "several authors have defined them more specifically as institutions based on "
-           "non-hierarchical free associations.")
+CONTEXT = (
+  "Anarchism is a political philosophy that advocates self-governed societies based on "
+  "voluntary institutions. These are often described as stateless societies, although "
+  "several authors have defined them more specifically as institutions based on "
+  "non-hierarchical free associations."
+)
 
 
 @pytest.fixture(scope="module")
 def squad():
   tokenizer = tokenization.load_wordpiece(default_corpus.default_vocab_path())
-  examples = [SquadExample("q1", "Which word?", CONTEXT, (), (), is_impossible=True),
-              SquadExample("q2", "What societies?", CONTEXT, ("stateless",),
-                           (CONTEXT.index("stateless"),))]
-  features = squad_features.squad_features(examples, tokenizer, max_seq_length=32,
-                                           max_query_length=8, doc_stride=8)
+  examples = [
+    SquadExample("q1", "Which word?", CONTEXT, (), (), is_impossible=True),
+    SquadExample("q2", "What societies?", CONTEXT, ("stateless",), (CONTEXT.index("stateless"),)),
+  ]
+  features = squad_features.squad_features(
+    examples, tokenizer, max_seq_length=32, max_query_length=8, doc_stride=8
+  )
   assert len(features) == 8  # Four windows per question.
   return examples, features
 
@@ -44,8 +48,17 @@ def _compute_softmax(scores):
   return [x / sum(exp_scores) for x in exp_scores]
 
 
-def _run_squad_write_predictions(example, features, rows, start_logits, end_logits, n_best_size,
-                                 max_answer_length, version_2, threshold):
+def _run_squad_write_predictions(
+  example,
+  features,
+  rows,
+  start_logits,
+  end_logits,
+  n_best_size,
+  max_answer_length,
+  version_2,
+  threshold,
+):
   """run_squad.py's per-example loop, transcribed; texts cut by character offsets (this
   repository's final-text rule), and the two documented deviations when nothing is valid."""
   prelim = []
@@ -67,8 +80,9 @@ def _run_squad_write_predictions(example, features, rows, start_logits, end_logi
           continue
         if end_index < start_index or end_index - start_index + 1 > max_answer_length:
           continue
-        prelim.append((row, start_index, end_index, start_logits[row][start_index],
-                       end_logits[row][end_index]))
+        prelim.append(
+          (row, start_index, end_index, start_logits[row][start_index], end_logits[row][end_index])
+        )
   if version_2:
     prelim.append((min_null_row, 0, 0, null_start, null_end))
   prelim = sorted(prelim, key=lambda x: x[3] + x[4], reverse=True)
@@ -77,8 +91,9 @@ def _run_squad_write_predictions(example, features, rows, start_logits, end_logi
     if len(nbest) >= n_best_size:
       break
     if start_index > 0:
-      final_text = example.context[features.token_offsets[row, start_index, 0]:
-                                   features.token_offsets[row, end_index, 1]]
+      final_text = example.context[
+        features.token_offsets[row, start_index, 0] : features.token_offsets[row, end_index, 1]
+      ]
       if final_text in seen:
         continue
       seen[final_text] = True
@@ -91,8 +106,10 @@ def _run_squad_write_predictions(example, features, rows, start_logits, end_logi
   if not nbest:
     nbest.append(("", 0.0, 0.0))  # run_squad.py: "empty".
   probs = _compute_softmax([s + e for _, s, e in nbest])
-  nbest_json = [{"text": t, "probability": p, "start_logit": s, "end_logit": e}
-                for (t, s, e), p in zip(nbest, probs, strict=True)]
+  nbest_json = [
+    {"text": t, "probability": p, "start_logit": s, "end_logit": e}
+    for (t, s, e), p in zip(nbest, probs, strict=True)
+  ]
   if not version_2:
     return nbest_json[0]["text"], nbest_json, None
   # run_squad.py's best_non_null_entry: the first non-null n-best entry, i.e. the best span.
@@ -100,40 +117,60 @@ def _run_squad_write_predictions(example, features, rows, start_logits, end_logi
   if best is None:
     return "", nbest_json, math.inf
   score_diff = score_null - best[3] - best[4]
-  best_text = example.context[features.token_offsets[best[0], best[1], 0]:
-                              features.token_offsets[best[0], best[2], 1]]
+  best_text = example.context[
+    features.token_offsets[best[0], best[1], 0] : features.token_offsets[best[0], best[2], 1]
+  ]
   return ("" if score_diff > threshold else best_text), nbest_json, score_diff
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("n_best_size,max_answer_length,version_2,threshold", [
-    (20, 30, False, 0.0), (20, 30, True, 0.0), (3, 4, True, 0.0), (5, 3, True, -2.0),
-    (2, 30, False, 0.0), (1, 30, True, 1.0)])
-def test_nbest_and_null_odds_equal_run_squad(squad, seed, n_best_size, max_answer_length,
-                                             version_2, threshold):
+@pytest.mark.parametrize(
+  "n_best_size,max_answer_length,version_2,threshold",
+  [
+    (20, 30, False, 0.0),
+    (20, 30, True, 0.0),
+    (3, 4, True, 0.0),
+    (5, 3, True, -2.0),
+    (2, 30, False, 0.0),
+    (1, 30, True, 1.0),
+  ],
+)
+def test_nbest_and_null_odds_equal_run_squad(
+  squad, seed, n_best_size, max_answer_length, version_2, threshold
+):
   examples, features = squad
   rng = np.random.default_rng(seed)
   # Integers in a small range: ties between spans, windows and the null answer everywhere.
   start_logits = rng.integers(-3, 4, features.input_ids.shape).astype(np.float64)
   end_logits = rng.integers(-3, 4, features.input_ids.shape).astype(np.float64)
-  options = squad_postprocess.AnswerOptions(n_best_size, max_answer_length, version_2,
-                                            threshold)
+  options = squad_postprocess.AnswerOptions(n_best_size, max_answer_length, version_2, threshold)
   results = squad_postprocess.predict(examples, features, start_logits, end_logits, options)
   assert list(results) == ["q1", "q2"]
   for e, example in enumerate(examples):
     rows = list(np.flatnonzero(features.example_index == e))
     answer, nbest, null_odds = _run_squad_write_predictions(
-        example, features, rows, start_logits, end_logits, n_best_size, max_answer_length,
-        version_2, threshold)
+      example,
+      features,
+      rows,
+      start_logits,
+      end_logits,
+      n_best_size,
+      max_answer_length,
+      version_2,
+      threshold,
+    )
     got = results[example.qid]
     assert got.answer == answer
     assert [(n["text"], n["start_logit"], n["end_logit"]) for n in got.nbest] == [
-        (n["text"], n["start_logit"], n["end_logit"]) for n in nbest]
-    np.testing.assert_allclose([n["probability"] for n in got.nbest],
-                               [n["probability"] for n in nbest], rtol=1e-12)
+      (n["text"], n["start_logit"], n["end_logit"]) for n in nbest
+    ]
+    np.testing.assert_allclose(
+      [n["probability"] for n in got.nbest], [n["probability"] for n in nbest], rtol=1e-12
+    )
     assert got.null_odds == null_odds
-  assert squad_postprocess.predict_answers(examples, features, start_logits, end_logits,
-                                           options) == {q: r.answer for q, r in results.items()}
+  assert squad_postprocess.predict_answers(
+    examples, features, start_logits, end_logits, options
+  ) == {q: r.answer for q, r in results.items()}
 
 
 def test_nbest_by_hand(squad):
@@ -142,11 +179,16 @@ def test_nbest_by_hand(squad):
   start_logits = np.full(features.input_ids.shape, -9.0)
   end_logits = np.full(features.input_ids.shape, -9.0)
   positions = {}
-  for word_start, word in ((CONTEXT.index("self-governed societies") + 14, "societies"),
-                           (CONTEXT.index("stateless societies") + 10, "societies"),
-                           (CONTEXT.index("stateless"), "stateless")):
-    rows = [f for f in range(4) if np.any(
-        (features.token_offsets[f, :, 0] == word_start) & features.max_context[f])]
+  for word_start, word in (
+    (CONTEXT.index("self-governed societies") + 14, "societies"),
+    (CONTEXT.index("stateless societies") + 10, "societies"),
+    (CONTEXT.index("stateless"), "stateless"),
+  ):
+    rows = [
+      f
+      for f in range(4)
+      if np.any((features.token_offsets[f, :, 0] == word_start) & features.max_context[f])
+    ]
     (row,) = rows
     first = int(np.flatnonzero(features.token_offsets[row, :, 0] == word_start)[0])
     last = int(np.flatnonzero(features.token_offsets[row, :, 1] == word_start + len(word))[0])
@@ -158,15 +200,17 @@ def test_nbest_by_hand(squad):
   start_logits[r3, s3], end_logits[r3, e3] = 1.0, 3.0  # "stateless": 4
   start_logits[:4, 0], end_logits[:4, 0] = 2.0, 2.0  # null: 4, after the spans of score 4
   for n_best_size in (3, 2):  # With 2 places the null answer is added after them.
-    options = squad_postprocess.AnswerOptions(n_best_size=n_best_size,
-                                              version_2_with_negative=True)
-    got = squad_postprocess.predict(examples[:1], features, start_logits, end_logits,
-                                    options)["q1"]
+    options = squad_postprocess.AnswerOptions(n_best_size=n_best_size, version_2_with_negative=True)
+    got = squad_postprocess.predict(examples[:1], features, start_logits, end_logits, options)["q1"]
     assert [(n["text"], n["start_logit"], n["end_logit"]) for n in got.nbest] == [
-        ("societies", 3.0, 3.0), ("stateless", 1.0, 3.0), ("", 2.0, 2.0)]
+      ("societies", 3.0, 3.0),
+      ("stateless", 1.0, 3.0),
+      ("", 2.0, 2.0),
+    ]
     total = math.exp(6.0) + 2 * math.exp(4.0)
-    np.testing.assert_allclose([n["probability"] for n in got.nbest],
-                               [math.exp(6.0) / total] + 2 * [math.exp(4.0) / total])
+    np.testing.assert_allclose(
+      [n["probability"] for n in got.nbest], [math.exp(6.0) / total] + 2 * [math.exp(4.0) / total]
+    )
     assert got.null_odds == 4.0 - 6.0 and got.answer == "societies"
 
 
@@ -197,8 +241,12 @@ def _official(gold, preds, null_odds):
   exact, f1, has_ans = squad_metrics.question_scores(gold, preds)
   best_exact, exact_thresh = _find_best_thresh(preds, exact, null_odds, has_ans)
   best_f1, f1_thresh = _find_best_thresh(preds, f1, null_odds, has_ans)
-  return {"best_exact": best_exact, "best_exact_thresh": exact_thresh, "best_f1": best_f1,
-          "best_f1_thresh": f1_thresh}
+  return {
+    "best_exact": best_exact,
+    "best_exact_thresh": exact_thresh,
+    "best_f1": best_f1,
+    "best_f1_thresh": f1_thresh,
+  }
 
 
 def test_best_thresholds_by_hand_with_ties():
@@ -207,8 +255,9 @@ def test_best_thresholds_by_hand_with_ties():
   # b and a tie: the sweep takes b (file order) first, so a's +1 only restores the start.
   null_odds = {"b": -1.0, "a": -1.0, "c": 0.5, "d": 0.5, "e": 2.0}
   got = squad_metrics.best_thresholds(gold, preds, null_odds)
-  assert got == pytest.approx({"best_exact": 40.0, "best_exact_thresh": 0.0,
-                               "best_f1": 56.0, "best_f1_thresh": 2.0})  # e: F1 0.8.
+  assert got == pytest.approx(
+    {"best_exact": 40.0, "best_exact_thresh": 0.0, "best_f1": 56.0, "best_f1_thresh": 2.0}
+  )  # e: F1 0.8.
   assert got == _official(gold, preds, null_odds)
   # With a first among the tied, answering a and b (threshold -1) is best for EM.
   swapped = {"a": -1.0, **null_odds}
@@ -226,5 +275,4 @@ def test_best_thresholds_equal_the_official_script(seed):
     gold[qid] = [] if rng.random() < 0.4 else [" ".join(rng.choice(words[:5], 2))]
     preds[qid] = " ".join(w for w in rng.choice(words, 2) if w)
     null_odds[qid] = float(rng.integers(-3, 4))  # Many ties.
-  assert squad_metrics.best_thresholds(gold, preds, null_odds) == _official(gold, preds,
-                                                                             null_odds)
+  assert squad_metrics.best_thresholds(gold, preds, null_odds) == _official(gold, preds, null_odds)

@@ -6,9 +6,7 @@ import subprocess
 
 import pytest
 
-from bert_jax.data import default_corpus
-from bert_jax.data import streaming_pretraining
-from bert_jax.data import text_corpus
+from bert_jax.data import default_corpus, streaming_pretraining, text_corpus
 from bert_jax.tools import create_pretraining_data
 
 SEQ_LEN = 64
@@ -23,12 +21,20 @@ def text_file(tmp_path_factory):
 
 
 def _create(module, text_file, output_dir, *extra):
-  argv = [f"--input={text_file}", f"--output_dir={output_dir}",
-          f"--vocab={default_corpus.default_vocab_path()}", f"--max_seq_length={SEQ_LEN}",
-          "--num_shards=2", "--eval_fraction=0.1", *extra]
+  argv = [
+    f"--input={text_file}",
+    f"--output_dir={output_dir}",
+    f"--vocab={default_corpus.default_vocab_path()}",
+    f"--max_seq_length={SEQ_LEN}",
+    "--num_shards=2",
+    "--eval_fraction=0.1",
+    *extra,
+  ]
   assert module.main(argv) == 0
-  return {name: open(os.path.join(output_dir, name), "rb").read()
-          for name in sorted(os.listdir(output_dir))}
+  return {
+    name: open(os.path.join(output_dir, name), "rb").read()
+    for name in sorted(os.listdir(output_dir))
+  }
 
 
 def test_windows_are_bounded():
@@ -40,8 +46,9 @@ def test_same_seed_same_bytes_over_several_windows(text_file, tmp_path):
   first = _create(create_pretraining_data, text_file, tmp_path / "a", "--window_documents=8")
   second = _create(create_pretraining_data, text_file, tmp_path / "b", "--window_documents=8")
   assert first == second
-  other = _create(create_pretraining_data, text_file, tmp_path / "c", "--window_documents=8",
-                  "--seed=7")
+  other = _create(
+    create_pretraining_data, text_file, tmp_path / "c", "--window_documents=8", "--seed=7"
+  )
   assert other["train-00000-of-00002.tfrecord"] != first["train-00000-of-00002.tfrecord"]
 
 
@@ -50,8 +57,11 @@ def test_one_window_is_byte_identical_to_the_in_memory_tool(text_file, tmp_path)
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   try:
     source = subprocess.run(
-        ["git", "-C", root, "show", "4c7ff74:bert_jax/tools/create_pretraining_data.py"],
-        check=True, capture_output=True, text=True).stdout
+      ["git", "-C", root, "show", "4c7ff74:bert_jax/tools/create_pretraining_data.py"],
+      check=True,
+      capture_output=True,
+      text=True,
+    ).stdout
   except (OSError, subprocess.CalledProcessError):
     pytest.skip("no git history to compare with")
   old_path = tmp_path / "old_create_pretraining_data.py"
@@ -61,17 +71,20 @@ def test_one_window_is_byte_identical_to_the_in_memory_tool(text_file, tmp_path)
   spec.loader.exec_module(old)
   for style in ("pairs", "full_sentences"):
     before = _create(old, text_file, tmp_path / f"old_{style}", f"--style={style}")
-    after = _create(create_pretraining_data, text_file, tmp_path / f"new_{style}",
-                    f"--style={style}")
+    after = _create(
+      create_pretraining_data, text_file, tmp_path / f"new_{style}", f"--style={style}"
+    )
     assert {k: v for k, v in before.items() if k.endswith(".tfrecord")} == {
-        k: v for k, v in after.items() if k.endswith(".tfrecord")}
+      k: v for k, v in after.items() if k.endswith(".tfrecord")
+    }
 
 
 def test_progress_line(text_file, tmp_path):
   lines = []
   counter = streaming_pretraining._ByteCounter()  # pylint: disable=protected-access
-  progress = streaming_pretraining.Progress(100, counter, every_s=0.0,
-                                            log=lambda fmt, *a: lines.append(fmt % a))
+  progress = streaming_pretraining.Progress(
+    100, counter, every_s=0.0, log=lambda fmt, *a: lines.append(fmt % a)
+  )
   counter.bytes = 50
   progress.update(3, 300)
   assert "documents" in lines[0] and "tokens" in lines[0] and "ETA" in lines[0]

@@ -1,13 +1,11 @@
 """Token classification: CoNLL reading, first-sub-word features, windows, metrics, the loss."""
 
-
 import jax
 import numpy as np
 import pytest
 from seqeval import metrics as seqeval_metrics
 
-from bert_jax.data import default_corpus
-from bert_jax.data import tokenization
+from bert_jax.data import default_corpus, tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks.tagging import features as conll_features
@@ -48,35 +46,51 @@ def write(tmp_path, text, name="data.txt"):
 
 def test_reader_splits_sentences_and_picks_the_label_column(tmp_path):
   path = write(tmp_path, CONLL_TEXT)
-  words = [("EU", "rejects", "German", "call", "."), ("Peter", "Blackburn"),
-           ("BRUSSELS", "1996-08-22")]
+  words = [
+    ("EU", "rejects", "German", "call", "."),
+    ("Peter", "Blackburn"),
+    ("BRUSSELS", "1996-08-22"),
+  ]
   expected = {
-      -1: [("B-ORG", "O", "B-MISC", "O", "O"), ("B-PER", "I-PER"), ("B-LOC", "O")],
-      3: [("B-ORG", "O", "B-MISC", "O", "O"), ("B-PER", "I-PER"), ("B-LOC", "O")],
-      1: [("NNP", "VBZ", "JJ", "NN", "."), ("NNP", "NNP"), ("NNP", "CD")],
-      -2: [("B-NP", "B-VP", "B-NP", "I-NP", "O"), ("B-NP", "I-NP"), ("B-NP", "I-NP")],
+    -1: [("B-ORG", "O", "B-MISC", "O", "O"), ("B-PER", "I-PER"), ("B-LOC", "O")],
+    3: [("B-ORG", "O", "B-MISC", "O", "O"), ("B-PER", "I-PER"), ("B-LOC", "O")],
+    1: [("NNP", "VBZ", "JJ", "NN", "."), ("NNP", "NNP"), ("NNP", "CD")],
+    -2: [("B-NP", "B-VP", "B-NP", "I-NP", "O"), ("B-NP", "I-NP"), ("B-NP", "I-NP")],
   }
   for column, labels in expected.items():
     sentences = conll.read_conll(path, label_column=column)
-    assert sentences == [conll.TaggedSentence(w, l) for w, l in zip(words, labels)], column
+    assert sentences == [conll.TaggedSentence(w, tags) for w, tags in zip(words, labels)], column
   ner = conll.read_conll(path)
   assert conll.label_vocabulary(ner) == ("O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER")
-  assert conll.label_vocabulary(ner, ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
-                                      "B-MISC", "I-MISC"))[1] == "B-PER"
+  assert (
+    conll.label_vocabulary(
+      ner, ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+    )[1]
+    == "B-PER"
+  )
   # Two-column files (word, tag) with tabs read the same way.
   two = conll.read_conll(write(tmp_path, "a\tB-X\nb\tO\n\nc\tO\n", "two.tsv"))
-  assert two == [conll.TaggedSentence(("a", "b"), ("B-X", "O")),
-                 conll.TaggedSentence(("c",), ("O",))]
+  assert two == [
+    conll.TaggedSentence(("a", "b"), ("B-X", "O")),
+    conll.TaggedSentence(("c",), ("O",)),
+  ]
 
 
-@pytest.mark.parametrize("text,column,message", [
-    ("EU NNP B-NP B-ORG\nrejects VBZ O\n", -1,
-     ":2: 3 columns where the file's first token line has 4"),
+@pytest.mark.parametrize(
+  "text,column,message",
+  [
+    (
+      "EU NNP B-NP B-ORG\nrejects VBZ O\n",
+      -1,
+      ":2: 3 columns where the file's first token line has 4",
+    ),
     ("EU\n", -1, ":1: 'EU' has one column"),
     ("EU NNP B-NP B-ORG\n", 4, ":1: data.conll_label_column=4 does not name a label column"),
     ("EU NNP B-NP B-ORG\n", 0, ":1: data.conll_label_column=0 does not name a label column"),
     ("-DOCSTART- -X- -X- O\n\n", -1, "holds no sentences"),
-], ids=["columns", "one_column", "column_out_of_range", "word_column", "empty"])
+  ],
+  ids=["columns", "one_column", "column_out_of_range", "word_column", "empty"],
+)
 def test_malformed_conll_is_a_one_line_error(tmp_path, text, column, message):
   path = write(tmp_path, text)
   with pytest.raises(UserInputError, match=message) as info:
@@ -103,18 +117,22 @@ class _FakeTokenizer:
 
 
 def test_label_sits_on_the_first_sub_word(tokenizer):
-  sentence = conll.TaggedSentence(("Kropotkin", "in", "1840", "\x00", "U.S."),
-                                  ("B-PER", "O", "O", "B-MISC", "B-LOC"))
+  sentence = conll.TaggedSentence(
+    ("Kropotkin", "in", "1840", "\x00", "U.S."), ("B-PER", "O", "O", "B-MISC", "B-LOC")
+  )
   labels = ("O", "B-LOC", "B-MISC", "B-PER")
   features = conll_features.tagging_features([sentence], labels, tokenizer, 16, 8)
   # k ##rop ##ot ##kin | in | 184 ##0 | [UNK] (no pieces) | u . s .  (embedded vocab ids)
   np.testing.assert_array_equal(
-      features.input_ids, [[2, 47, 600, 426, 7457, 362, 3040, 214, 1, 57, 18, 55, 18, 3, 0, 0]])
+    features.input_ids, [[2, 47, 600, 426, 7457, 362, 3040, 214, 1, 57, 18, 55, 18, 3, 0, 0]]
+  )
   np.testing.assert_array_equal(features.input_mask, [[1] * 14 + [0] * 2])
   np.testing.assert_array_equal(
-      features.word_index, [[-1, 0, -1, -1, -1, 1, 2, -1, 3, 4, -1, -1, -1, -1, -1, -1]])
+    features.word_index, [[-1, 0, -1, -1, -1, 1, 2, -1, 3, 4, -1, -1, -1, -1, -1, -1]]
+  )
   np.testing.assert_array_equal(
-      features.label_ids, [[0, 3, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]])
+    features.label_ids, [[0, 3, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]]
+  )
   np.testing.assert_array_equal(features.label_weights, features.word_index >= 0)
   assert features.label_weights.dtype == np.float32
   # Predictions read back per word, from the first sub-words only.
@@ -147,20 +165,17 @@ def corpus_sentences(count, min_words):
 
 
 @pytest.mark.parametrize("max_seq_length,stride", [(16, 5), (24, 22), (12, 1), (128, 64)])
-def test_long_sentences_score_every_word_once_with_most_context(tokenizer, max_seq_length,
-                                                                 stride):
+def test_long_sentences_score_every_word_once_with_most_context(tokenizer, max_seq_length, stride):
   sentences = corpus_sentences(12, min_words=30)
   labels = ("O", "B-CAP")
-  features = conll_features.tagging_features(sentences, labels, tokenizer, max_seq_length,
-                                             stride)
+  features = conll_features.tagging_features(sentences, labels, tokenizer, max_seq_length, stride)
   lengths = [len(s.words) for s in sentences]
   if max_seq_length < 128:
     assert len(features) > 2 * len(sentences)  # The sentences really are split.
   # Predicting each position's own word index reads back 0..n-1: each word exactly once.
-  as_words = conll_features.word_predictions(features, np.maximum(features.word_index, 0),
-                                             lengths)
+  as_words = conll_features.word_predictions(features, np.maximum(features.word_index, 0), lengths)
   assert as_words == [list(range(n)) for n in lengths]
-  gold = [[labels.index(l) for l in s.labels] for s in sentences]
+  gold = [[labels.index(label) for label in s.labels] for s in sentences]
   assert conll_features.word_predictions(features, features.label_ids, lengths) == gold
   # The features, rebuilt by brute force: each window of `windows`, the words it scores being
   # those with no other window giving more context (the earlier one on ties).
@@ -170,21 +185,29 @@ def test_long_sentences_score_every_word_once_with_most_context(tokenizer, max_s
     starts = np.cumsum([0] + [len(p) for p in pieces])
     spans = conll_features.windows(starts, max_seq_length - 2, stride)
     context = lambda i, a, e, st=starts: min(st[i] - st[a], st[e] - st[i + 1])
-    owner = [max((context(i, a, e), -w) for w, (a, e) in enumerate(spans) if a <= i < e)[1]
-             for i in range(len(pieces))]
+    owner = [
+      max((context(i, a, e), -w) for w, (a, e) in enumerate(spans) if a <= i < e)[1]
+      for i in range(len(pieces))
+    ]
     for w, (a, e) in enumerate(spans):
       assert starts[e] - starts[a] <= max_seq_length - 2
       words = [i if -owner[i] == w else -1 for i in range(a, e)]
       if max(words) >= 0:
-        expected.append((s, [2] + [p for i in range(a, e) for p in pieces[i]] + [3],
-                         [-1] + [x for i, x in zip(range(a, e), words)
-                                 for x in [x] + [-1] * (len(pieces[i]) - 1)] + [-1]))
+        expected.append(
+          (
+            s,
+            [2] + [p for i in range(a, e) for p in pieces[i]] + [3],
+            [-1]
+            + [x for i, x in zip(range(a, e), words) for x in [x] + [-1] * (len(pieces[i]) - 1)]
+            + [-1],
+          )
+        )
   assert len(features) == len(expected)
   for f, (s, ids, words) in enumerate(expected):
     assert features.sentence_index[f] == s
-    np.testing.assert_array_equal(features.input_ids[f, :len(ids)], ids)
-    np.testing.assert_array_equal(features.word_index[f, :len(ids)], words)
-    assert (features.input_ids[f, len(ids):] == 0).all()
+    np.testing.assert_array_equal(features.input_ids[f, : len(ids)], ids)
+    np.testing.assert_array_equal(features.word_index[f, : len(ids)], words)
+    assert (features.input_ids[f, len(ids) :] == 0).all()
 
 
 def _f1(correct, predicted, true):
@@ -195,16 +218,29 @@ def _f1(correct, predicted, true):
 # (true, predicted, correct entities, predicted entities, true entities), counted by hand with
 # the conlleval rules.
 _ENTITY_CASES = {
-    "iob2": ([["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "I-ORG", "I-ORG", "O", "B-MISC"]],
-             [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "I-ORG", "O", "O", "B-MISC"]],
-             2, 4, 4),
-    # IOB1: I- opens an entity; B- only splits two adjacent entities of one type.
-    "iob1": ([["I-PER", "I-PER", "B-PER", "O", "I-LOC"]],
-             [["I-PER", "I-PER", "I-PER", "O", "I-LOC"]], 1, 2, 3),
-    # A type switch inside a run ends one entity and starts another; B- alone is one word.
-    "boundaries": ([["B-PER", "I-PER", "I-LOC", "O", "B-ORG", "O", "B-PER", "B-PER"]],
-                   [["B-PER", "I-PER", "I-PER", "O", "B-ORG", "I-ORG", "B-PER", "B-PER"]],
-                   2, 4, 5),
+  "iob2": (
+    [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "I-ORG", "I-ORG", "O", "B-MISC"]],
+    [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "I-ORG", "O", "O", "B-MISC"]],
+    2,
+    4,
+    4,
+  ),
+  # IOB1: I- opens an entity; B- only splits two adjacent entities of one type.
+  "iob1": (
+    [["I-PER", "I-PER", "B-PER", "O", "I-LOC"]],
+    [["I-PER", "I-PER", "I-PER", "O", "I-LOC"]],
+    1,
+    2,
+    3,
+  ),
+  # A type switch inside a run ends one entity and starts another; B- alone is one word.
+  "boundaries": (
+    [["B-PER", "I-PER", "I-LOC", "O", "B-ORG", "O", "B-PER", "B-PER"]],
+    [["B-PER", "I-PER", "I-PER", "O", "B-ORG", "I-ORG", "B-PER", "B-PER"]],
+    2,
+    4,
+    5,
+  ),
 }
 
 
@@ -229,8 +265,14 @@ def test_pos_tags_get_accuracy_only():
 
 
 def test_loss_counts_only_scored_tokens_of_real_rows():
-  config = ModelConfig(vocab_size=64, hidden_size=16, num_layers=1, num_heads=2,
-                       intermediate_size=32, max_position_embeddings=8)
+  config = ModelConfig(
+    vocab_size=64,
+    hidden_size=16,
+    num_layers=1,
+    num_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=8,
+  )
   task = tagging.TaggingTask(config, max_seq_length=8, num_labels=3)
   rng = np.random.default_rng(0)
   batch = task.example_batch(4)
@@ -248,7 +290,8 @@ def test_loss_counts_only_scored_tokens_of_real_rows():
   np.testing.assert_allclose(float(loss), (ce * weights).sum() / weights.sum(), rtol=1e-5)
   np.testing.assert_array_equal(predicted["label_ids"], logits.argmax(-1))
   assert task.metrics_from_sums(sums)["token_accuracy"] == pytest.approx(
-      ((logits.argmax(-1) == batch["label_ids"]) * weights).sum() / weights.sum())
+    ((logits.argmax(-1) == batch["label_ids"]) * weights).sum() / weights.sum()
+  )
   # Whatever the padding row holds, it changes nothing.
   padded = dict(batch, label_ids=batch["label_ids"].copy(), input_ids=batch["input_ids"].copy())
   padded["label_ids"][3] = (padded["label_ids"][3] + 1) % 3
@@ -270,4 +313,5 @@ def jitted_model(task, batch):
     outputs = model.apply({"params": params}, *task.model_inputs(batch))
     loss, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
     return outputs, loss, sums, task.predictions(outputs, batch)
+
   return params, forward

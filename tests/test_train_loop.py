@@ -14,14 +14,27 @@ from tests import run_helpers
 
 
 def test_trains_logs_and_resumes(tmp_path):
-  first = run_helpers.run_main(tmp_path, run_helpers.small_flags(
-      num_train_steps=12, eval_every_steps=12, **{"optimizer.learning_rate": 3e-3}))
+  first = run_helpers.run_main(
+    tmp_path,
+    run_helpers.small_flags(
+      num_train_steps=12, eval_every_steps=12, **{"optimizer.learning_rate": 3e-3}
+    ),
+  )
   assert first.returncode == 0, first.stderr[-3000:]
   rows = run_helpers.read_metrics(tmp_path)
   assert [r["step"] for r in rows] == list(range(1, 13))
   assert rows[-1]["mlm_loss"] < rows[0]["mlm_loss"] - 0.5  # It learns.
-  for key in ("loss", "mlm_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm",
-              "tokens_per_sec", "steps_per_sec", "mfu"):
+  for key in (
+    "loss",
+    "mlm_loss",
+    "mlm_accuracy",
+    "nsp_accuracy",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_sec",
+    "steps_per_sec",
+    "mfu",
+  ):
     assert np.isfinite(rows[-1][key]), key
   assert run_helpers.read_metrics(tmp_path, "eval")[-1]["step"] == 12
   assert run_helpers.checkpoint_steps(tmp_path) == [4, 8, 12]
@@ -49,8 +62,10 @@ def _wait_for(predicate, process, log_path, timeout=240):
     if process.poll() is not None:
       break
     time.sleep(0.05)
-  raise AssertionError(f"condition not reached (exit code {process.poll()}):\n"
-                       f"{pathlib.Path(log_path).read_text()[-3000:]}")
+  raise AssertionError(
+    f"condition not reached (exit code {process.poll()}):\n"
+    f"{pathlib.Path(log_path).read_text()[-3000:]}"
+  )
 
 
 def _train_rows(workdir):
@@ -59,20 +74,29 @@ def _train_rows(workdir):
 
 
 def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path):
-  flags = run_helpers.small_flags(num_train_steps=40, checkpoint_every_steps=16,
-                                  log_every_steps=4)
+  flags = run_helpers.small_flags(num_train_steps=40, checkpoint_every_steps=16, log_every_steps=4)
   straight = run_helpers.run_main(tmp_path / "straight", flags)
   assert straight.returncode == 0, straight.stderr[-3000:]
 
   killed_dir = tmp_path / "killed"
   log_path = tmp_path / "killed.log"
   with open(log_path, "w") as log:
-    process = subprocess.Popen(run_helpers.main_command(killed_dir, flags),
-                               env=run_helpers.env(), cwd=run_helpers.REPO,
-                               stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen(
+      run_helpers.main_command(killed_dir, flags),
+      env=run_helpers.env(),
+      cwd=run_helpers.REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=log,
+    )
   try:  # Kill once checkpoint 16 is final and training has gone past it, before 32.
-    _wait_for(lambda: (killed_dir / "checkpoints" / "16").exists() and
-              any(r["step"] > 16 for r in _train_rows(killed_dir)), process, log_path)
+    _wait_for(
+      lambda: (
+        (killed_dir / "checkpoints" / "16").exists()
+        and any(r["step"] > 16 for r in _train_rows(killed_dir))
+      ),
+      process,
+      log_path,
+    )
     process.send_signal(signal.SIGKILL)
     process.wait()
   finally:
@@ -91,8 +115,13 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
   flags = run_helpers.small_flags(num_train_steps=500, checkpoint_every_steps=1000)
   log_path = tmp_path / "run.log"
   with open(log_path, "w") as log:
-    process = subprocess.Popen(run_helpers.main_command(tmp_path, flags), env=run_helpers.env(),
-                               cwd=run_helpers.REPO, stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen(
+      run_helpers.main_command(tmp_path, flags),
+      env=run_helpers.env(),
+      cwd=run_helpers.REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=log,
+    )
   try:
     _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)), process, log_path)
     process.send_signal(signal.SIGTERM)
@@ -106,9 +135,11 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
 
 def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
   # A huge learning rate blows the params up after the first update.
-  flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=1,
-                                  **{"optimizer.learning_rate": 1e30,
-                                     "optimizer.warmup_steps": 0})
+  flags = run_helpers.small_flags(
+    num_train_steps=8,
+    checkpoint_every_steps=1,
+    **{"optimizer.learning_rate": 1e30, "optimizer.warmup_steps": 0},
+  )
   result = run_helpers.run_main(tmp_path, flags)
   assert result.returncode != 0
   message = result.stderr.strip().splitlines()[-1]
@@ -130,12 +161,20 @@ def test_two_processes_give_the_same_losses_as_one(tmp_path):
   assert single.returncode == 0, single.stderr[-3000:]
   port = _free_port()
   processes = [
-      subprocess.Popen(
-          run_helpers.main_command(tmp_path / "two", flags + [
-              f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
-              f"--process_id={i}"]), env=run_helpers.env(devices=2), cwd=run_helpers.REPO,
-          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-      for i in range(2)]
+    subprocess.Popen(
+      run_helpers.main_command(
+        tmp_path / "two",
+        flags
+        + [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
+      ),
+      env=run_helpers.env(devices=2),
+      cwd=run_helpers.REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for i in range(2)
+  ]
   try:
     outputs = [p.communicate(timeout=300)[1] for p in processes]
   finally:
@@ -149,6 +188,8 @@ def test_two_processes_give_the_same_losses_as_one(tmp_path):
     for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm"):
       assert b[key] == pytest.approx(a[key], rel=1e-5), (key, a["step"])
   np.testing.assert_allclose(
-      run_helpers.restore_params(tmp_path / "two", 4)["bert/pooler/kernel"],
-      run_helpers.restore_params(tmp_path / "one", 4)["bert/pooler/kernel"], rtol=1e-5,
-      atol=1e-6)
+    run_helpers.restore_params(tmp_path / "two", 4)["bert/pooler/kernel"],
+    run_helpers.restore_params(tmp_path / "one", 4)["bert/pooler/kernel"],
+    rtol=1e-5,
+    atol=1e-6,
+  )

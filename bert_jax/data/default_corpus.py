@@ -14,8 +14,9 @@ def _corpus_file(name):
   path = importlib.resources.files("bert_jax.data").joinpath("corpus", name)
   if not path.is_file():
     raise FileNotFoundError(
-        f"the embedded default corpus file corpus/{name} is missing from bert_jax.data; "
-        f"reinstall bert_jax or regenerate it with: {_REGENERATE}")
+      f"the embedded default corpus file corpus/{name} is missing from bert_jax.data; "
+      f"reinstall bert_jax or regenerate it with: {_REGENERATE}"
+    )
   return str(path)
 
 

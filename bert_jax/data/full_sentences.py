@@ -19,6 +19,7 @@ _MIN_PART = 2
 @dataclasses.dataclass
 class PackingCounts:
   """What packing had to cut, for the tool's report (never silent)."""
+
   rows: int = 0
   documents_across_rows: int = 0
   sentences_cut: int = 0
@@ -58,7 +59,7 @@ def pack_full_sentences(corpus, *, max_seq_length, special_ids, document_order=N
     part_open = False  # Whether this document already has tokens in the current row.
     rows_used = 0
     for sentence in range(first, stop):
-      piece = tokens[sentence_starts[sentence]:sentence_starts[sentence + 1]].tolist()
+      piece = tokens[sentence_starts[sentence] : sentence_starts[sentence + 1]].tolist()
       if len(piece) + 1 > capacity:
         counts.sentences_cut += 1
       while piece:
@@ -93,11 +94,11 @@ def pack_full_sentences(corpus, *, max_seq_length, special_ids, document_order=N
   input_ids = np.full([num_rows, max_seq_length], special_ids.pad, np.int32)
   input_mask = np.zeros([num_rows, max_seq_length], np.int32)
   for row, (row_ids, row_docs) in enumerate(zip(rows_ids, rows_docs)):
-    input_ids[row, :len(row_ids)] = row_ids
-    input_mask[row, :len(row_docs)] = row_docs
+    input_ids[row, : len(row_ids)] = row_ids
+    input_mask[row, : len(row_docs)] = row_docs
   return {
-      "input_ids": input_ids,
-      "token_type_ids": np.zeros_like(input_ids),
-      "input_mask": input_mask,
-      "next_sentence_labels": np.zeros([num_rows], np.int32),
+    "input_ids": input_ids,
+    "token_type_ids": np.zeros_like(input_ids),
+    "input_mask": input_mask,
+    "next_sentence_labels": np.zeros([num_rows], np.int32),
   }, counts

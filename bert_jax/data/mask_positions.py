@@ -34,8 +34,11 @@ _WHOLE_WORD_FILL_PASSES = 3
 
 def maskable_positions(input_ids_L, special_ids):
   """Boolean [L]: tokens that may be predicted (not [CLS], [SEP] or [PAD] padding)."""
-  return ((input_ids_L != special_ids.cls) & (input_ids_L != special_ids.sep) &
-          (input_ids_L != special_ids.pad))
+  return (
+    (input_ids_L != special_ids.cls)
+    & (input_ids_L != special_ids.sep)
+    & (input_ids_L != special_ids.pad)
+  )
 
 
 def num_to_predict(num_maskable, mask_prob, max_predictions_per_seq):
@@ -95,7 +98,8 @@ def word_structure(input_ids_L, maskable_L, continuation):
   word_L = tf.cumsum(tf.cast(starts_L, tf.int32)) - 1
   word_L = tf.where(maskable_L, word_L, length)
   word_length_L = tf.math.unsorted_segment_sum(
-      tf.ones_like(word_L), word_L, num_segments=length + 1)[:length]
+    tf.ones_like(word_L), word_L, num_segments=length + 1
+  )[:length]
   return word_L, word_length_L, tf.reduce_sum(tf.cast(starts_L, tf.int32))
 
 
@@ -118,8 +122,9 @@ def choose_whole_word_positions(input_ids_L, maskable_L, seed, config):
   Returns:
     bool [L]: every piece of each chosen word; at most the budget of tokens.
   """
-  word_L, word_length_L, num_words, length, budget = _words_and_budget(input_ids_L, maskable_L,
-                                                                      config)
+  word_L, word_length_L, num_words, length, budget = _words_and_budget(
+    input_ids_L, maskable_L, config
+  )
   scores_L = tf.random.stateless_uniform([length], seed=seed)
   scores_L = tf.where(tf.range(length) < num_words, scores_L, 2.0)
   order_L = tf.argsort(scores_L, stable=True)
@@ -157,27 +162,37 @@ def span_choice(input_ids_L, maskable_L, seed, config):
     ``(chosen_L, lengths_K, num_drawn)``: the chosen positions; the K = P span lengths (words)
     drawn; how many of them the choice used (the spans taken whole plus the one cut to fit).
   """
-  word_L, word_length_L, num_words, length, budget = _words_and_budget(input_ids_L, maskable_L,
-                                                                      config)
+  word_L, word_length_L, num_words, length, budget = _words_and_budget(
+    input_ids_L, maskable_L, config
+  )
   num_spans = config.max_predictions_per_seq  # Every span adds at least one token or ends it.
   length_seed, start_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
   cdf = np.cumsum(span_length_probabilities(config.span_geometric_p, config.max_span_length))
   draw_K = tf.random.stateless_uniform([num_spans], seed=length_seed, dtype=tf.float64)
   # Inverse CDF: the length is 1 + the number of CDF steps below the draw.
   lengths_K = 1 + tf.reduce_sum(
-      tf.cast(draw_K[:, None] >= tf.constant(cdf[:-1])[None, :], tf.int32), axis=1)
-  starts_K = tf.cast(tf.floor(
-      tf.random.stateless_uniform([num_spans], seed=start_seed, dtype=tf.float64) *
-      tf.cast(num_words, tf.float64)), tf.int32)
+    tf.cast(draw_K[:, None] >= tf.constant(cdf[:-1])[None, :], tf.int32), axis=1
+  )
+  starts_K = tf.cast(
+    tf.floor(
+      tf.random.stateless_uniform([num_spans], seed=start_seed, dtype=tf.float64)
+      * tf.cast(num_words, tf.float64)
+    ),
+    tf.int32,
+  )
   word_W = tf.range(length)
   in_span_KW = (word_W[None, :] >= starts_K[:, None]) & (
-      word_W[None, :] < tf.minimum(starts_K + lengths_K, num_words)[:, None])
+    word_W[None, :] < tf.minimum(starts_K + lengths_K, num_words)[:, None]
+  )
   # Words covered by spans 0..k and their token count, for every prefix k.
   covered_KW = tf.cumsum(tf.cast(in_span_KW, tf.int32), axis=0) > 0
   tokens_K = tf.reduce_sum(tf.where(covered_KW, word_length_L[None, :], 0), axis=1)
   num_whole = tf.reduce_sum(tf.cast(tokens_K <= budget, tf.int32))
-  taken_W = tf.cond(num_whole > 0, lambda: covered_KW[tf.maximum(num_whole - 1, 0)],
-                    lambda: tf.zeros([length], tf.bool))
+  taken_W = tf.cond(
+    num_whole > 0,
+    lambda: covered_KW[tf.maximum(num_whole - 1, 0)],
+    lambda: tf.zeros([length], tf.bool),
+  )
   remaining = budget - tf.reduce_sum(tf.where(taken_W, word_length_L, 0))
   # The first span that does not fit keeps its new words, in order, while they fit.
   straddler = tf.minimum(num_whole, num_spans - 1)
@@ -205,9 +220,9 @@ def choose_span_positions(input_ids_L, maskable_L, seed, config):
 
 
 POSITION_STRATEGIES = {
-    "token": choose_token_positions,
-    "whole_word": choose_whole_word_positions,
-    "span": choose_span_positions,
+  "token": choose_token_positions,
+  "whole_word": choose_whole_word_positions,
+  "span": choose_span_positions,
 }
 # Strategies that need to know where words start (``MaskingConfig.continuation``).
 WORD_STRATEGIES = frozenset({"whole_word", "span"})

@@ -7,8 +7,7 @@ and the iterator that counts the data position exist once.
 import os
 
 from bert_jax import environment
-from bert_jax.data import masking
-from bert_jax.data import record_format
+from bert_jax.data import masking, record_format
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -56,9 +55,10 @@ class PretrainingBatches:
       raise record_format.corrupt_record_error(e) from None
     except tf.errors.InvalidArgumentError as e:
       raise UserInputError(
-          f"a TFRecord does not hold the expected features of length data.max_seq_length "
-          f"({str(e.message).splitlines()[0]}); re-create the records with "
-          "python -m bert_jax.tools.create_pretraining_data") from None
+        f"a TFRecord does not hold the expected features of length data.max_seq_length "
+        f"({str(e.message).splitlines()[0]}); re-create the records with "
+        "python -m bert_jax.tools.create_pretraining_data"
+      ) from None
     self._position += self._global_batch_size
     if self._num_batches is not None:
       self._num_batches -= 1
@@ -77,9 +77,13 @@ def make_mask_fn(masking_seed, masking_config, max_seq_length):
     A function from an unmasked example dict (with int64 ``example_index``) to a masked one.
   """
   length = tf.TensorSpec([max_seq_length], tf.int32)
-  signature = {"input_ids": length, "token_type_ids": length, "input_mask": length,
-               "next_sentence_labels": tf.TensorSpec([], tf.int32),
-               "example_index": tf.TensorSpec([], tf.int64)}
+  signature = {
+    "input_ids": length,
+    "token_type_ids": length,
+    "input_mask": length,
+    "next_sentence_labels": tf.TensorSpec([], tf.int32),
+    "example_index": tf.TensorSpec([], tf.int64),
+  }
 
   @tf.function(input_signature=[signature])
   def mask(example):
@@ -104,8 +108,7 @@ def masked_dataset(examples_dataset, mask_fn, host_batch_size):
   Returns:
     A ``tf.data.Dataset`` of batch dicts.
   """
-  dataset = examples_dataset.map(mask_fn, num_parallel_calls=PARALLEL_CALLS,
-                                 deterministic=True)
+  dataset = examples_dataset.map(mask_fn, num_parallel_calls=PARALLEL_CALLS, deterministic=True)
   dataset = dataset.batch(host_batch_size, drop_remainder=True)
   return dataset.prefetch(_PREFETCH_BATCHES).with_options(_fixed_options())
 

@@ -15,8 +15,7 @@ Masking is two steps, so strategies can be added next to each other:
 import dataclasses
 
 from bert_jax import environment
-from bert_jax.data import mask_positions
-from bert_jax.data import tokenization
+from bert_jax.data import mask_positions, tokenization
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -41,6 +40,7 @@ class MaskingConfig:
     span_geometric_p: ``span``: p of the geometric span-length distribution (SpanBERT: 0.2).
     max_span_length: ``span``: longest span in words (SpanBERT: 10).
   """
+
   max_predictions_per_seq: int
   mask_prob: float
   vocab_size: int
@@ -56,32 +56,42 @@ class MaskingConfig:
   def __post_init__(self):
     if self.max_predictions_per_seq < 1:
       raise UserInputError(
-          f"max_predictions_per_seq is {self.max_predictions_per_seq}; it must be >= 1 "
-          "(BERT uses 20 at sequence length 128, 80 at 512)")
+        f"max_predictions_per_seq is {self.max_predictions_per_seq}; it must be >= 1 "
+        "(BERT uses 20 at sequence length 128, 80 at 512)"
+      )
     if not 0.0 < self.mask_prob <= 1.0:
       raise UserInputError(f"mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
     if not 0 <= self.random_token_low < self.vocab_size:
       raise UserInputError(
-          f"random_token_low is {self.random_token_low}; it must be in [0, vocab_size="
-          f"{self.vocab_size})")
-    if self.mask_token_prob < 0 or self.random_token_prob < 0 or (
-        self.mask_token_prob + self.random_token_prob > 1.0):
+        f"random_token_low is {self.random_token_low}; it must be in [0, vocab_size="
+        f"{self.vocab_size})"
+      )
+    if (
+      self.mask_token_prob < 0
+      or self.random_token_prob < 0
+      or (self.mask_token_prob + self.random_token_prob > 1.0)
+    ):
       raise UserInputError(
-          f"mask_token_prob={self.mask_token_prob} and random_token_prob="
-          f"{self.random_token_prob} must be >= 0 and sum to at most 1")
+        f"mask_token_prob={self.mask_token_prob} and random_token_prob="
+        f"{self.random_token_prob} must be >= 0 and sum to at most 1"
+      )
     if self.strategy not in POSITION_STRATEGIES:
       raise UserInputError(
-          f"masking strategy {self.strategy!r} is unknown; choose one of "
-          f"{sorted(POSITION_STRATEGIES)}")
+        f"masking strategy {self.strategy!r} is unknown; choose one of "
+        f"{sorted(POSITION_STRATEGIES)}"
+      )
     if self.strategy in mask_positions.WORD_STRATEGIES and (
-        self.continuation is None or len(self.continuation) != self.vocab_size):
+      self.continuation is None or len(self.continuation) != self.vocab_size
+    ):
       raise UserInputError(
-          f"masking strategy {self.strategy!r} needs `continuation` with one entry per vocab id "
-          f"({self.vocab_size}); pass tuple(tokenizer.is_continuation())")
+        f"masking strategy {self.strategy!r} needs `continuation` with one entry per vocab id "
+        f"({self.vocab_size}); pass tuple(tokenizer.is_continuation())"
+      )
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
-          f"span_geometric_p={self.span_geometric_p} must be in (0, 1] and max_span_length="
-          f"{self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)")
+        f"span_geometric_p={self.span_geometric_p} must be in (0, 1] and max_span_length="
+        f"{self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)"
+      )
 
 
 maskable_positions = mask_positions.maskable_positions
@@ -129,13 +139,18 @@ def replace_chosen_tokens(input_ids_L, positions_P, weights_P, seed, config):
   num_slots = config.max_predictions_per_seq
   draw_P = tf.random.stateless_uniform([num_slots], seed=choice_seed)
   random_ids_P = tf.random.stateless_uniform(
-      [num_slots], seed=token_seed, minval=config.random_token_low, maxval=config.vocab_size,
-      dtype=tf.int32)
+    [num_slots],
+    seed=token_seed,
+    minval=config.random_token_low,
+    maxval=config.vocab_size,
+    dtype=tf.int32,
+  )
   original_P = tf.gather(input_ids_L, positions_P)
   new_P = tf.where(
-      draw_P < config.mask_token_prob, config.special_ids.mask,
-      tf.where(draw_P < config.mask_token_prob + config.random_token_prob, random_ids_P,
-               original_P))
+    draw_P < config.mask_token_prob,
+    config.special_ids.mask,
+    tf.where(draw_P < config.mask_token_prob + config.random_token_prob, random_ids_P, original_P),
+  )
   # Padding slots add zeros: real positions are distinct, so the sums are the new ids exactly.
   real_P = tf.cast(weights_P, tf.int32)
   length = tf.shape(input_ids_L)
@@ -166,8 +181,8 @@ def mask_example(input_ids_L, seed, config):
   positions_P, weights_P = gather_chosen_positions(chosen_L, config.max_predictions_per_seq)
   masked_ids_L = replace_chosen_tokens(input_ids_L, positions_P, weights_P, replace_seed, config)
   return {
-      "input_ids": masked_ids_L,
-      "masked_lm_positions": positions_P,
-      "masked_lm_ids": tf.gather(input_ids_L, positions_P) * tf.cast(weights_P, tf.int32),
-      "masked_lm_weights": weights_P,
+    "input_ids": masked_ids_L,
+    "masked_lm_positions": positions_P,
+    "masked_lm_ids": tf.gather(input_ids_L, positions_P) * tf.cast(weights_P, tf.int32),
+    "masked_lm_weights": weights_P,
   }

@@ -14,8 +14,8 @@ run's seed, so runs with different seeds are evaluated on identical examples).
 import collections
 import threading
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_jax.data import sentence_pairs
 
@@ -36,8 +36,17 @@ def stream_seed(seed, stream):
 class TrainExamples:
   """The endless, epoch-shuffled train stream of sentence pairs (unmasked)."""
 
-  def __init__(self, corpus, *, seed, max_seq_length, short_seq_prob, single_sentence_next,
-               special_ids, objective="nsp"):
+  def __init__(
+    self,
+    corpus,
+    *,
+    seed,
+    max_seq_length,
+    short_seq_prob,
+    single_sentence_next,
+    special_ids,
+    objective="nsp",
+  ):
     """Pairs epoch 0 to fix the epoch size.
 
     Args:
@@ -61,8 +70,9 @@ class TrainExamples:
     self._epoch_size = None
     self._epoch_size = len(self.epoch(0))
     self.masking_seed = stream_seed(seed, _TRAIN_STREAM)
-    logging.info("train epoch: %d sentence pairs from %d documents", self._epoch_size,
-                 corpus.num_documents)
+    logging.info(
+      "train epoch: %d sentence pairs from %d documents", self._epoch_size, corpus.num_documents
+    )
 
   @property
   def epoch_size(self):
@@ -73,8 +83,13 @@ class TrainExamples:
   def _build_epoch(self, epoch):
     rng = np.random.default_rng([self._seed, _TRAIN_STREAM, epoch])
     spans = sentence_pairs.sample_pair_spans(
-        self._corpus, max_seq_length=self._max_seq_length, short_seq_prob=self._short_seq_prob,
-        rng=rng, single_sentence_next=self._single_sentence_next, objective=self._objective)
+      self._corpus,
+      max_seq_length=self._max_seq_length,
+      short_seq_prob=self._short_seq_prob,
+      rng=rng,
+      single_sentence_next=self._single_sentence_next,
+      objective=self._objective,
+    )
     order = rng.permutation(len(spans))
     size = self._epoch_size if self._epoch_size is not None else len(spans)
     if len(order) > size:
@@ -106,18 +121,30 @@ class TrainExamples:
     slots = indices % self._epoch_size
     # A block of indices may straddle two epochs: gather per epoch, then restore the order.
     order = np.argsort(epochs, kind="stable")
-    parts = [self.epoch(int(epoch)).take(slots[order][epochs[order] == epoch])
-             for epoch in np.unique(epochs)]
+    parts = [
+      self.epoch(int(epoch)).take(slots[order][epochs[order] == epoch])
+      for epoch in np.unique(epochs)
+    ]
     spans = sentence_pairs.PairSpans.concatenate(parts).take(np.argsort(order, kind="stable"))
     return sentence_pairs.assemble_pairs(
-        self._corpus, spans, max_seq_length=self._max_seq_length, special_ids=self._special_ids)
+      self._corpus, spans, max_seq_length=self._max_seq_length, special_ids=self._special_ids
+    )
 
 
 class EvalExamples:
   """A fixed, finite set of sentence pairs from the held-out documents (unmasked)."""
 
-  def __init__(self, corpus, *, max_seq_length, short_seq_prob, single_sentence_next,
-               special_ids, num_examples=None, objective="nsp"):
+  def __init__(
+    self,
+    corpus,
+    *,
+    max_seq_length,
+    short_seq_prob,
+    single_sentence_next,
+    special_ids,
+    num_examples=None,
+    objective="nsp",
+  ):
     """Pairs the held-out documents once with the fixed eval seed.
 
     Args:
@@ -131,14 +158,23 @@ class EvalExamples:
     """
     rng = np.random.default_rng([EVAL_SEED, _EVAL_STREAM])
     spans = sentence_pairs.sample_pair_spans(
-        corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, rng=rng,
-        single_sentence_next=single_sentence_next, objective=objective)
+      corpus,
+      max_seq_length=max_seq_length,
+      short_seq_prob=short_seq_prob,
+      rng=rng,
+      single_sentence_next=single_sentence_next,
+      objective=objective,
+    )
     if num_examples is not None and num_examples > len(spans):
       # A cap, not a demand: one config can then serve corpora of any size.
       logging.warning(
-          "data.num_eval_examples is %d but the %d held-out documents give only %d sentence "
-          "pairs; evaluating on all %d (raise data.eval_fraction for more)", num_examples,
-          corpus.num_documents, len(spans), len(spans))
+        "data.num_eval_examples is %d but the %d held-out documents give only %d sentence "
+        "pairs; evaluating on all %d (raise data.eval_fraction for more)",
+        num_examples,
+        corpus.num_documents,
+        len(spans),
+        len(spans),
+      )
     order = rng.permutation(len(spans))[:num_examples]
     self._spans = spans.take(order)
     self._corpus = corpus
@@ -153,5 +189,8 @@ class EvalExamples:
   def examples(self, indices):
     """Assembled, unmasked examples at ``indices`` (< num_examples), as numpy arrays."""
     return sentence_pairs.assemble_pairs(
-        self._corpus, self._spans.take(np.asarray(indices, dtype=np.int64)),
-        max_seq_length=self._max_seq_length, special_ids=self._special_ids)
+      self._corpus,
+      self._spans.take(np.asarray(indices, dtype=np.int64)),
+      max_seq_length=self._max_seq_length,
+      special_ids=self._special_ids,
+    )

@@ -23,21 +23,23 @@ Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_ma
 
 import dataclasses
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_jax import environment
-from bert_jax.data import default_corpus
-from bert_jax.data import masked_batches
-from bert_jax.data import masking
-from bert_jax.data import pretraining_examples
-from bert_jax.data import record_format
-from bert_jax.data import record_source
-from bert_jax.data import sentence_pairs
-from bert_jax.data import text_corpus
-from bert_jax.data import tfds_source
-from bert_jax.data import tokenization
-from bert_jax.data import tokenized_corpus
+from bert_jax.data import (
+  default_corpus,
+  masked_batches,
+  masking,
+  pretraining_examples,
+  record_format,
+  record_source,
+  sentence_pairs,
+  text_corpus,
+  tfds_source,
+  tokenization,
+  tokenized_corpus,
+)
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -85,6 +87,7 @@ class PretrainingDataConfig:
     tfds_data_dir: its TFDS data folder; empty = TFDS's default.
     tfds_max_documents: read at most this many of its examples; 0 = all.
   """
+
   corpus_paths: tuple[str, ...] = ()
   vocab_path: str = ""
   lowercase: bool = True
@@ -114,8 +117,9 @@ class PretrainingDataConfig:
     sentence_pairs.check_max_seq_length(self.max_seq_length)
     if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise UserInputError(
-          f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
-          f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)")
+        f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
+        f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)"
+      )
     if not 0.0 < self.mask_prob <= 1.0:
       raise UserInputError(f"data.mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
     if not 0.0 <= self.eval_fraction < 1.0:
@@ -124,20 +128,25 @@ class PretrainingDataConfig:
       raise UserInputError(f"data.short_seq_prob is {self.short_seq_prob}; it must be in [0, 1]")
     if self.num_eval_examples is not None and self.num_eval_examples < 1:
       raise UserInputError(
-          f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1")
+        f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1"
+      )
     if self.masking not in masking.POSITION_STRATEGIES:
       raise UserInputError(
-          f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}")
+        f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}"
+      )
     if self.shuffle_buffer_size < 0:
       raise UserInputError(
-          f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more")
+        f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
+      )
     if self.objective not in sentence_pairs.OBJECTIVES:
       raise UserInputError(
-          f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}")
+        f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}"
+      )
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
-          f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
-          f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)")
+        f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
+        f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)"
+      )
     tfds_source.check_config(self)
 
   def resolved_corpus_paths(self):
@@ -167,47 +176,69 @@ class PretrainingData:
     self.tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=config.lowercase)
     if model_vocab_size is not None and model_vocab_size != self.tokenizer.vocab_size:
       raise UserInputError(
-          f"vocab file {vocab_path} has {self.tokenizer.vocab_size} entries but "
-          f"model.vocab_size is {model_vocab_size}; set model.vocab_size="
-          f"{self.tokenizer.vocab_size} or point data.vocab_path at a vocab with "
-          f"{model_vocab_size} entries")
+        f"vocab file {vocab_path} has {self.tokenizer.vocab_size} entries but "
+        f"model.vocab_size is {model_vocab_size}; set model.vocab_size="
+        f"{self.tokenizer.vocab_size} or point data.vocab_path at a vocab with "
+        f"{model_vocab_size} entries"
+      )
     self.records = None
     self.train_corpus = self.eval_corpus = None
     if config.tfrecord_pattern:
       self.records = record_source.RecordSource(
-          tfrecord_pattern=config.tfrecord_pattern,
-          eval_tfrecord_pattern=config.eval_tfrecord_pattern,
-          max_seq_length=config.max_seq_length, objective=config.objective,
-          shuffle_buffer_size=config.shuffle_buffer_size)
-      logging.info("pretraining records: %d train files (%d sequences), %d eval sequences",
-                   len(self.records.train_files), sum(self.records.train_counts),
-                   self.records.num_eval_examples)
+        tfrecord_pattern=config.tfrecord_pattern,
+        eval_tfrecord_pattern=config.eval_tfrecord_pattern,
+        max_seq_length=config.max_seq_length,
+        objective=config.objective,
+        shuffle_buffer_size=config.shuffle_buffer_size,
+      )
+      logging.info(
+        "pretraining records: %d train files (%d sequences), %d eval sequences",
+        len(self.records.train_files),
+        sum(self.records.train_counts),
+        self.records.num_eval_examples,
+      )
     else:
       self._read_corpus(config)
     self.masking_config = masking.MaskingConfig(
-        max_predictions_per_seq=config.max_predictions_per_seq, mask_prob=config.mask_prob,
-        vocab_size=self.tokenizer.vocab_size, special_ids=self.tokenizer.special_ids,
-        random_token_low=self.tokenizer.first_regular_id, strategy=config.masking,
-        continuation=tuple(self.tokenizer.is_continuation().tolist()),
-        span_geometric_p=config.span_geometric_p, max_span_length=config.max_span_length)
+      max_predictions_per_seq=config.max_predictions_per_seq,
+      mask_prob=config.mask_prob,
+      vocab_size=self.tokenizer.vocab_size,
+      special_ids=self.tokenizer.special_ids,
+      random_token_low=self.tokenizer.first_regular_id,
+      strategy=config.masking,
+      continuation=tuple(self.tokenizer.is_continuation().tolist()),
+      span_geometric_p=config.span_geometric_p,
+      max_span_length=config.max_span_length,
+    )
     self._pairing = dict(
-        max_seq_length=config.max_seq_length, short_seq_prob=config.short_seq_prob,
-        single_sentence_next=config.single_sentence_next,
-        special_ids=self.tokenizer.special_ids, objective=config.objective)
+      max_seq_length=config.max_seq_length,
+      short_seq_prob=config.short_seq_prob,
+      single_sentence_next=config.single_sentence_next,
+      special_ids=self.tokenizer.special_ids,
+      objective=config.objective,
+    )
     self._eval_examples = None
 
   def _read_corpus(self, config):
     """Reads, tokenises and splits the text corpus (the text source, or TFDS text)."""
-    documents = (tfds_source.documents_for_config(config) if config.tfds_name
-                 else text_corpus.read_documents(config.resolved_corpus_paths()))
+    documents = (
+      tfds_source.documents_for_config(config)
+      if config.tfds_name
+      else text_corpus.read_documents(config.resolved_corpus_paths())
+    )
     corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
     train_documents, eval_documents = tokenized_corpus.split_documents(
-        corpus.num_documents, config.eval_fraction)
+      corpus.num_documents, config.eval_fraction
+    )
     self.train_corpus = corpus.select(train_documents)
     self.eval_corpus = corpus.select(eval_documents) if len(eval_documents) else None
-    logging.info("pretraining corpus: %d documents (%d held out), %d sentences, %d tokens",
-                 corpus.num_documents, len(eval_documents), corpus.num_sentences,
-                 corpus.num_tokens)
+    logging.info(
+      "pretraining corpus: %d documents (%d held out), %d sentences, %d tokens",
+      corpus.num_documents,
+      len(eval_documents),
+      corpus.num_sentences,
+      corpus.num_tokens,
+    )
 
   def train_examples(self, seed):
     """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`)."""
@@ -217,15 +248,18 @@ class PretrainingData:
     """The fixed unmasked eval set (an :class:`pretraining_examples.EvalExamples`)."""
     if self.eval_corpus is None:
       raise UserInputError(
-          "the eval split is empty because data.eval_fraction is 0; set it to e.g. 0.05 to "
-          "hold out documents for evaluation")
+        "the eval split is empty because data.eval_fraction is 0; set it to e.g. 0.05 to "
+        "hold out documents for evaluation"
+      )
     if self._eval_examples is None:
       self._eval_examples = pretraining_examples.EvalExamples(
-          self.eval_corpus, num_examples=self.config.num_eval_examples, **self._pairing)
+        self.eval_corpus, num_examples=self.config.num_eval_examples, **self._pairing
+      )
     return self._eval_examples
 
-  def batches(self, *, split, seed, global_batch_size, process_index=0, process_count=1,
-              start_position=0):
+  def batches(
+    self, *, split, seed, global_batch_size, process_index=0, process_count=1, start_position=0
+  ):
     """Makes an iterator over this process's share of the global batches.
 
     Args:
@@ -246,16 +280,18 @@ class PretrainingData:
       raise UserInputError(f"split is {split!r}; use one of {SPLITS}")
     if global_batch_size < 1 or global_batch_size % process_count:
       raise UserInputError(
-          f"global_batch_size {global_batch_size} is not a positive multiple of "
-          f"process_count {process_count}; every process needs the same share of each batch")
+        f"global_batch_size {global_batch_size} is not a positive multiple of "
+        f"process_count {process_count}; every process needs the same share of each batch"
+      )
     if not 0 <= process_index < process_count:
       raise UserInputError(f"process_index {process_index} is not in [0, {process_count})")
     if start_position < 0:
       raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
     host_batch_size = global_batch_size // process_count
     if self.records is not None:
-      return self._record_batches(split, seed, global_batch_size, process_index, process_count,
-                                  start_position)
+      return self._record_batches(
+        split, seed, global_batch_size, process_index, process_count, start_position
+      )
     if split == "train":
       examples = self.train_examples(seed)
       end = None
@@ -264,9 +300,10 @@ class PretrainingData:
       end = examples.num_examples - examples.num_examples % global_batch_size
       if end == 0:
         raise UserInputError(
-            f"the eval split has {examples.num_examples} examples, fewer than one global batch "
-            f"of {global_batch_size}; raise data.eval_fraction or data.num_eval_examples, or "
-            "lower the batch size")
+          f"the eval split has {examples.num_examples} examples, fewer than one global batch "
+          f"of {global_batch_size}; raise data.eval_fraction or data.num_eval_examples, or "
+          "lower the batch size"
+        )
     num_batches = None if end is None else max(0, (end - start_position) // global_batch_size)
     first_index = start_position + process_index * host_batch_size
 
@@ -276,8 +313,9 @@ class PretrainingData:
       block = examples.examples(indices)
       return tuple(block[key] for key in _UNMASKED_KEYS) + (indices,)
 
-    mask_fn = masked_batches.make_mask_fn(examples.masking_seed, self.masking_config,
-                           self.config.max_seq_length)
+    mask_fn = masked_batches.make_mask_fn(
+      examples.masking_seed, self.masking_config, self.config.max_seq_length
+    )
 
     def chunk_datasets():
       # The main thread assembles the unmasked examples of _STEPS_PER_CHUNK steps in numpy;
@@ -290,45 +328,65 @@ class PretrainingData:
         if num_batches is not None:
           stop = min(stop, num_batches)
         blocks = [host_block(s) for s in range(step, stop)]
-        arrays = {key: np.concatenate([block[i] for block in blocks])
-                  for i, key in enumerate(_UNMASKED_KEYS + ("example_index",))}
+        arrays = {
+          key: np.concatenate([block[i] for block in blocks])
+          for i, key in enumerate(_UNMASKED_KEYS + ("example_index",))
+        }
         examples_dataset = tf.data.Dataset.from_tensor_slices(arrays)
         yield masked_batches.masked_dataset(examples_dataset, mask_fn, host_batch_size)
         step = stop
 
-    return masked_batches.PretrainingBatches(chunk_datasets(), start_position=start_position,
-                              global_batch_size=global_batch_size, num_batches=num_batches)
+    return masked_batches.PretrainingBatches(
+      chunk_datasets(),
+      start_position=start_position,
+      global_batch_size=global_batch_size,
+      num_batches=num_batches,
+    )
 
-  def _record_batches(self, split, seed, global_batch_size, process_index, process_count,
-                      start_position):
+  def _record_batches(
+    self, split, seed, global_batch_size, process_index, process_count, start_position
+  ):
     """The TFRecord source's batches (see ``record_source`` for order and resume)."""
     host_batch_size = global_batch_size // process_count
     if split == "train":
       records = self.records.train_records(
-          seed=pretraining_examples.stream_seed(seed, _RECORD_ORDER_STREAM),
-          global_batch_size=global_batch_size, process_index=process_index,
-          process_count=process_count, start_position=start_position)
+        seed=pretraining_examples.stream_seed(seed, _RECORD_ORDER_STREAM),
+        global_batch_size=global_batch_size,
+        process_index=process_index,
+        process_count=process_count,
+        start_position=start_position,
+      )
       num_batches = None
       masking_seed = pretraining_examples.stream_seed(seed, _RECORD_MASK_STREAM)
     else:
       records, num_batches = self.records.eval_records(
-          global_batch_size=global_batch_size, process_index=process_index,
-          process_count=process_count)
+        global_batch_size=global_batch_size,
+        process_index=process_index,
+        process_count=process_count,
+      )
       records = records.skip(start_position // process_count)
       num_batches = max(0, num_batches - start_position // global_batch_size)
-      masking_seed = pretraining_examples.stream_seed(pretraining_examples.EVAL_SEED,
-                                                      _RECORD_MASK_STREAM)
+      masking_seed = pretraining_examples.stream_seed(
+        pretraining_examples.EVAL_SEED, _RECORD_MASK_STREAM
+      )
     max_seq_length = self.config.max_seq_length
 
     def parse(serialized_B, index_B):
       return {**record_format.parse_batch(serialized_B, max_seq_length), "example_index": index_B}
 
     blocks = records.batch(host_batch_size, drop_remainder=True).map(
-        parse, num_parallel_calls=masked_batches.PARALLEL_CALLS, deterministic=True)
-    mask_fn = masked_batches.make_mask_fn(masking_seed, self.masking_config, self.config.max_seq_length)
+      parse, num_parallel_calls=masked_batches.PARALLEL_CALLS, deterministic=True
+    )
+    mask_fn = masked_batches.make_mask_fn(
+      masking_seed, self.masking_config, self.config.max_seq_length
+    )
     dataset = masked_batches.masked_dataset(blocks.unbatch(), mask_fn, host_batch_size)
-    return masked_batches.PretrainingBatches([dataset], start_position=start_position,
-                              global_batch_size=global_batch_size, num_batches=num_batches)
+    return masked_batches.PretrainingBatches(
+      [dataset],
+      start_position=start_position,
+      global_batch_size=global_batch_size,
+      num_batches=num_batches,
+    )
 
 
 _UNMASKED_KEYS = ("input_ids", "token_type_ids", "input_mask", "next_sentence_labels")
@@ -337,15 +395,28 @@ _RECORD_ORDER_STREAM = 3
 _RECORD_MASK_STREAM = 4
 
 
-def pretraining_batches(data_config, *, seed, global_batch_size, process_index=0,
-                        process_count=1, split="train", start_position=0,
-                        model_vocab_size=None):
+def pretraining_batches(
+  data_config,
+  *,
+  seed,
+  global_batch_size,
+  process_index=0,
+  process_count=1,
+  split="train",
+  start_position=0,
+  model_vocab_size=None,
+):
   """One-shot form: builds a :class:`PretrainingData` and returns one batch iterator.
 
   Use :class:`PretrainingData` directly to build train and eval iterators from one tokenised
   corpus.
   """
   data = PretrainingData(data_config, model_vocab_size=model_vocab_size)
-  return data.batches(split=split, seed=seed, global_batch_size=global_batch_size,
-                      process_index=process_index, process_count=process_count,
-                      start_position=start_position)
+  return data.batches(
+    split=split,
+    seed=seed,
+    global_batch_size=global_batch_size,
+    process_index=process_index,
+    process_count=process_count,
+    start_position=start_position,
+  )

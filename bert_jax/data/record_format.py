@@ -36,10 +36,13 @@ def shard_name(split, index, count):
 
 def serialize(arrays, row):
   """One row of the arrays (int [N, L] sequences, [N] labels) as a serialised Example."""
-  feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=arrays[key][row].tolist()))
-             for key in SEQUENCE_KEYS}
+  feature = {
+    key: tf.train.Feature(int64_list=tf.train.Int64List(value=arrays[key][row].tolist()))
+    for key in SEQUENCE_KEYS
+  }
   feature[LABEL_KEY] = tf.train.Feature(
-      int64_list=tf.train.Int64List(value=[int(arrays[LABEL_KEY][row])]))
+    int64_list=tf.train.Int64List(value=[int(arrays[LABEL_KEY][row])])
+  )
   # Map fields serialise in hash order unless asked not to; shards must be byte-identical.
   example = tf.train.Example(features=tf.train.Features(feature=feature))
   return example.SerializeToString(deterministic=True)
@@ -79,8 +82,9 @@ def expand_record_pattern(pattern, key):
   matches = sorted({f for part in pattern.split(",") if part for f in data_files.glob(part)})
   if not matches:
     raise FileNotFoundError(
-        f"data.{key}={pattern!r} matches no files; point it at TFRecords written by "
-        "python -m bert_jax.tools.create_pretraining_data (e.g. /out/train-*.tfrecord)")
+      f"data.{key}={pattern!r} matches no files; point it at TFRecords written by "
+      "python -m bert_jax.tools.create_pretraining_data (e.g. /out/train-*.tfrecord)"
+    )
   return matches
 
 
@@ -98,8 +102,9 @@ def corrupt_record_error(error, path=None):
   # TensorFlow wraps the reader's message in function-node and op names; keep the message.
   detail = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*$", "", detail)
   return UserInputError(
-      f"{where} is corrupt or truncated ({detail}); re-create it with "
-      "python -m bert_jax.tools.create_pretraining_data")
+    f"{where} is corrupt or truncated ({detail}); re-create it with "
+    "python -m bert_jax.tools.create_pretraining_data"
+  )
 
 
 def load_shard_info(files, *, key, max_seq_length, objective):
@@ -126,14 +131,16 @@ def load_shard_info(files, *, key, max_seq_length, objective):
       metadata = json.loads(data_files.read_text(metadata_path))
       if metadata["max_seq_length"] != max_seq_length:
         raise UserInputError(
-            f"{metadata_path}: the records of data.{key} hold sequences of length "
-            f"{metadata['max_seq_length']} but data.max_seq_length is {max_seq_length}; set "
-            f"data.max_seq_length={metadata['max_seq_length']} or re-create the records")
+          f"{metadata_path}: the records of data.{key} hold sequences of length "
+          f"{metadata['max_seq_length']} but data.max_seq_length is {max_seq_length}; set "
+          f"data.max_seq_length={metadata['max_seq_length']} or re-create the records"
+        )
       if metadata["objective"] != objective:
         raise UserInputError(
-            f"{metadata_path}: the records of data.{key} were made for objective "
-            f"{metadata['objective']!r} (style {metadata['style']!r}) but data.objective is "
-            f"{objective!r}; set data.objective={metadata['objective']} or re-create them")
+          f"{metadata_path}: the records of data.{key} were made for objective "
+          f"{metadata['objective']!r} (style {metadata['style']!r}) but data.objective is "
+          f"{objective!r}; set data.objective={metadata['objective']} or re-create them"
+        )
       for name, count in metadata["files"].items():
         listed[os.path.join(directory, name)] = count
   counts = []
@@ -146,6 +153,10 @@ def load_shard_info(files, *, key, max_seq_length, objective):
       unlisted += 1
       counts.append(count_records(path))
   if unlisted:
-    logging.warning("%d of %d files of data.%s have no metadata-*.json entry; counted them by "
-                    "reading", unlisted, len(files), key)
+    logging.warning(
+      "%d of %d files of data.%s have no metadata-*.json entry; counted them by reading",
+      unlisted,
+      len(files),
+      key,
+    )
   return counts

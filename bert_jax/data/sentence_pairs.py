@@ -23,8 +23,8 @@ Everything is deterministic given the ``numpy.random.Generator``.
 
 import dataclasses
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_jax.errors import UserInputError
 
@@ -50,6 +50,7 @@ class PairSpans:
     next_sentence_labels: [N] int32; 0 = B is the actual next segment, 1 = B is random (NSP)
       or A and B are swapped (SOP).
   """
+
   a_start: np.ndarray
   a_end: np.ndarray
   b_start: np.ndarray
@@ -69,16 +70,18 @@ class PairSpans:
   @staticmethod
   def concatenate(parts):
     """All pairs of ``parts`` (a non-empty sequence of ``PairSpans``), in order."""
-    return PairSpans(*(np.concatenate(columns)
-                       for columns in zip(*(part._columns() for part in parts))))
+    return PairSpans(
+      *(np.concatenate(columns) for columns in zip(*(part._columns() for part in parts)))
+    )
 
 
 def check_max_seq_length(max_seq_length):
   """Raises ValueError unless a sequence fits [CLS], [SEP], [SEP] and a token per segment."""
   if max_seq_length < MIN_SEQ_LENGTH:
     raise UserInputError(
-        f"max_seq_length is {max_seq_length}; a sentence pair needs at least {MIN_SEQ_LENGTH} "
-        "positions ([CLS] A [SEP] B [SEP]); use 128 or 512 as BERT does")
+      f"max_seq_length is {max_seq_length}; a sentence pair needs at least {MIN_SEQ_LENGTH} "
+      "positions ([CLS] A [SEP] B [SEP]); use 128 or 512 as BERT does"
+    )
 
 
 class _UniformStream:
@@ -119,8 +122,9 @@ def _truncation_counts(length_a, length_b, max_num_tokens):
   return remove_a, remove_b
 
 
-def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
-                      single_sentence_next=True, objective="nsp"):
+def sample_pair_spans(
+  corpus, *, max_seq_length, short_seq_prob, rng, single_sentence_next=True, objective="nsp"
+):
   """Pairs up every document of ``corpus`` once, in document order (not shuffled).
 
   Args:
@@ -149,8 +153,9 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
     raise UserInputError(f"objective is {objective!r}; choose one of {OBJECTIVES}")
   if corpus.num_documents < 2:
     raise UserInputError(
-        f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
-        "separate documents with blank lines")
+      f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
+      "separate documents with blank lines"
+    )
   max_num_tokens = max_seq_length - 3
   stream = _UniformStream(rng)
   tokens = corpus.sentence_starts.tolist()
@@ -173,10 +178,10 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
       chunk_sentences = i - chunk_first + 1
       a_sentences = 1 if chunk_sentences == 1 else stream.integer(1, chunk_sentences)
       a_first, a_last = tokens[chunk_first], tokens[chunk_first + a_sentences]
-      extend = (chunk_sentences == 1 and (single_sentence_next or objective != "nsp") and
-                i + 1 < stop)
-      if objective == "nsp" and ((chunk_sentences == 1 and not extend) or
-                                 stream.uniform() < 0.5):
+      extend = (
+        chunk_sentences == 1 and (single_sentence_next or objective != "nsp") and i + 1 < stop
+      )
+      if objective == "nsp" and ((chunk_sentences == 1 and not extend) or stream.uniform() < 0.5):
         label = 1
         target_b = target - (a_last - a_first)
         for _ in range(_RANDOM_DOCUMENT_TRIES):
@@ -223,17 +228,22 @@ def sample_pair_spans(corpus, *, max_seq_length, short_seq_prob, rng,
       i += 1
       chunk_first = i
   if num_unsplittable:
-    logging.info("dropped %d one-token last sentences that cannot form two segments",
-                 num_unsplittable)
+    logging.info(
+      "dropped %d one-token last sentences that cannot form two segments", num_unsplittable
+    )
   a_start, a_end, b_start, b_end, remove_a, remove_b = (
-      np.array(c, dtype=np.int64) for c in (a_start, a_end, b_start, b_end, remove_a, remove_b))
+    np.array(c, dtype=np.int64) for c in (a_start, a_end, b_start, b_end, remove_a, remove_b)
+  )
   # Each removed token comes off the front or the back with probability 1/2, as in BERT.
   front_a = rng.binomial(remove_a, 0.5)
   front_b = rng.binomial(remove_b, 0.5)
   return PairSpans(
-      a_start=a_start + front_a, a_end=a_end - (remove_a - front_a),
-      b_start=b_start + front_b, b_end=b_end - (remove_b - front_b),
-      next_sentence_labels=np.array(labels, dtype=np.int32))
+    a_start=a_start + front_a,
+    a_end=a_end - (remove_a - front_a),
+    b_start=b_start + front_b,
+    b_end=b_end - (remove_b - front_b),
+    next_sentence_labels=np.array(labels, dtype=np.int32),
+  )
 
 
 def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
@@ -259,17 +269,19 @@ def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
   b_first = length_a + 2
   in_b = (position >= b_first) & (position < b_first + length_b)
   last = b_first + length_b
-  source = np.where(in_a, spans.a_start[:, None] + position - 1,
-                    np.where(in_b, spans.b_start[:, None] + position - b_first, 0))
+  source = np.where(
+    in_a,
+    spans.a_start[:, None] + position - 1,
+    np.where(in_b, spans.b_start[:, None] + position - b_first, 0),
+  )
   input_ids = np.where(in_a | in_b, corpus.token_ids[source], special_ids.pad)
   input_ids = np.where(position == 0, special_ids.cls, input_ids)
-  input_ids = np.where((position == length_a + 1) | (position == last), special_ids.sep,
-                       input_ids)
+  input_ids = np.where((position == length_a + 1) | (position == last), special_ids.sep, input_ids)
   return {
-      "input_ids": input_ids.astype(np.int32),
-      "token_type_ids": ((position >= b_first) & (position <= last)).astype(np.int32),
-      "input_mask": (position <= last).astype(np.int32),
-      "next_sentence_labels": spans.next_sentence_labels.astype(np.int32),
+    "input_ids": input_ids.astype(np.int32),
+    "token_type_ids": ((position >= b_first) & (position <= last)).astype(np.int32),
+    "input_mask": (position <= last).astype(np.int32),
+    "next_sentence_labels": spans.next_sentence_labels.astype(np.int32),
   }
 
 
@@ -287,5 +299,6 @@ def create_sentence_pairs(corpus, *, max_seq_length, short_seq_prob, rng, specia
     The dict of :func:`assemble_pairs`.
   """
   spans = sample_pair_spans(
-      corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, rng=rng)
+    corpus, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, rng=rng
+  )
   return assemble_pairs(corpus, spans, max_seq_length=max_seq_length, special_ids=special_ids)

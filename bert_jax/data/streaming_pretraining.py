@@ -22,13 +22,12 @@ Algorithm differences from the in-memory version (which sees a whole process's f
 import os
 import time
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_jax.data import files as data_files
-from bert_jax.data import record_format
-from bert_jax.data import tokenized_corpus
+from bert_jax.data import record_format, tokenized_corpus
 from bert_jax.errors import UserInputError
 
 
@@ -81,8 +80,10 @@ def stream_documents(paths, counter, split_sentences=None):
     if bad:
       yield [], bad
     if not any_text:
-      raise UserInputError(f"corpus file {path} contains no text; it needs one sentence per "
-                           "line with blank lines between documents")
+      raise UserInputError(
+        f"corpus file {path} contains no text; it needs one sentence per "
+        "line with blank lines between documents"
+      )
 
 
 def windows(documents, window_documents):
@@ -120,9 +121,16 @@ class Progress:
     elapsed = max(now - self._start, 1e-9)
     done = min(self._counter.bytes / max(self._total, 1), 1.0)
     eta = elapsed * (1 - done) / done if done > 0 else float("inf")
-    self._log("progress: %d documents (%.0f/s), %d tokens (%.0f/s), %.1f%% of %d bytes, "
-              "ETA %.0f s", self.documents, self.documents / elapsed, self.tokens,
-              self.tokens / elapsed, 100 * done, self._total, eta)
+    self._log(
+      "progress: %d documents (%.0f/s), %d tokens (%.0f/s), %.1f%% of %d bytes, ETA %.0f s",
+      self.documents,
+      self.documents / elapsed,
+      self.tokens,
+      self.tokens / elapsed,
+      100 * done,
+      self._total,
+      eta,
+    )
 
 
 def _shuffled(arrays, rng):
@@ -130,9 +138,21 @@ def _shuffled(arrays, rng):
   return {key: value[order] for key, value in arrays.items()}
 
 
-def write_streaming(*, paths, output_dir, process_index, process_count, num_shards, seed,
-                    eval_fraction, tokenizer, make_rows, window_documents,
-                    split_sentences=None, progress_every_s=30.0):
+def write_streaming(
+  *,
+  paths,
+  output_dir,
+  process_index,
+  process_count,
+  num_shards,
+  seed,
+  eval_fraction,
+  tokenizer,
+  make_rows,
+  window_documents,
+  split_sentences=None,
+  progress_every_s=30.0,
+):
   """Writes one process's train shards and eval file window by window.
 
   Args:
@@ -156,8 +176,13 @@ def write_streaming(*, paths, output_dir, process_index, process_count, num_shar
   train_names = [record_format.shard_name("train", s, num_shards) for s in shard_indices]
   eval_name = record_format.shard_name("eval", process_index, process_count)
   written = {name: 0 for name in train_names}
-  counts = {"non_utf8_lines": 0, "documents": 0, "tokens": 0, "train_sequences": 0,
-            "eval_sequences": 0}
+  counts = {
+    "non_utf8_lines": 0,
+    "documents": 0,
+    "tokens": 0,
+    "train_sequences": 0,
+    "eval_sequences": 0,
+  }
   bad_lines = [0]
 
   def documents():
@@ -172,14 +197,14 @@ def write_streaming(*, paths, output_dir, process_index, process_count, num_shar
     for w, window in enumerate(windows(documents(), window_documents)):
       corpus = tokenized_corpus.tokenize_documents(window, tokenizer)
       del window
-      train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents,
-                                                               eval_fraction)
+      train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
       train, window_counts = make_rows(corpus.select(train_docs), rng)
       train = _shuffled(train, rng)
       num_train = len(train[record_format.LABEL_KEY])
-      for writer, name, rows in zip(writers, train_names,
-                                    np.array_split(np.arange(num_train), len(writers))):
+      for writer, name, rows in zip(
+        writers, train_names, np.array_split(np.arange(num_train), len(writers))
+      ):
         for row in rows:
           writer.write(record_format.serialize(train, row))
         written[name] += len(rows)

@@ -33,8 +33,9 @@ def expand_paths(paths):
       expanded.extend(matches)
     elif not files.is_file(path):
       raise FileNotFoundError(
-          f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
-          "sentence per line and blank lines between documents")
+        f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
+        "sentence per line and blank lines between documents"
+      )
     else:
       expanded.append(path)
   return expanded
@@ -56,8 +57,9 @@ def read_documents_from_file(path):
   """
   if not files.is_file(path):
     raise FileNotFoundError(
-        f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
-        "sentence per line and blank lines between documents")
+      f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
+      "sentence per line and blank lines between documents"
+    )
   documents = []
   current = []
   num_undecodable = 0
@@ -80,8 +82,9 @@ def read_documents_from_file(path):
     logging.warning("skipped %d lines of %s that are not valid UTF-8", num_undecodable, path)
   if not documents:
     raise UserInputError(
-        f"corpus file {path} contains no text; it needs one sentence per line with blank lines "
-        "between documents")
+      f"corpus file {path} contains no text; it needs one sentence per line with blank lines "
+      "between documents"
+    )
   return documents, num_undecodable
 
 
@@ -105,6 +108,11 @@ def read_documents(paths):
     file_documents, num_undecodable = read_documents_from_file(path)
     documents.extend(file_documents)
     total_undecodable += num_undecodable
-  logging.info("read %d documents, %d sentences from %d files (%d non-UTF-8 lines skipped)",
-               len(documents), sum(len(d) for d in documents), len(files), total_undecodable)
+  logging.info(
+    "read %d documents, %d sentences from %d files (%d non-UTF-8 lines skipped)",
+    len(documents),
+    sum(len(d) for d in documents),
+    len(files),
+    total_undecodable,
+  )
   return documents

@@ -12,9 +12,7 @@ import re
 
 import numpy as np
 import tokenizers
-from tokenizers import models
-from tokenizers import normalizers
-from tokenizers import pre_tokenizers
+from tokenizers import models, normalizers, pre_tokenizers
 
 from bert_jax.data import files
 from bert_jax.errors import UserInputError
@@ -30,6 +28,7 @@ _RESERVED_TOKEN = re.compile(r"\[[^\[\]\s]+\]")
 @dataclasses.dataclass(frozen=True)
 class SpecialTokenIds:
   """Ids of the special tokens BERT pretraining needs."""
+
   pad: int
   unk: int
   cls: int
@@ -46,8 +45,9 @@ def read_vocab(vocab_path):
   """
   if not files.is_file(vocab_path):
     raise FileNotFoundError(
-        f"vocab file {vocab_path} does not exist; point data.vocab_path at a BERT vocab.txt "
-        "(one token per line), e.g. bert_jax.data.default_corpus.default_vocab_path()")
+      f"vocab file {vocab_path} does not exist; point data.vocab_path at a BERT vocab.txt "
+      "(one token per line), e.g. bert_jax.data.default_corpus.default_vocab_path()"
+    )
   with files.open_binary(vocab_path) as f:
     tokens = [line.decode("utf-8").rstrip("\r\n") for line in f]
   if not tokens:
@@ -56,8 +56,9 @@ def read_vocab(vocab_path):
   for line_number, token in enumerate(tokens, start=1):
     if token in first_line:
       raise UserInputError(
-          f"vocab file {vocab_path} lists {token!r} twice (lines {first_line[token]} and "
-          f"{line_number}); every token must appear once because its line number is its id")
+        f"vocab file {vocab_path} lists {token!r} twice (lines {first_line[token]} and "
+        f"{line_number}); every token must appear once because its line number is its id"
+      )
     first_line[token] = line_number
   return tokens
 
@@ -72,11 +73,17 @@ def special_token_ids(tokens, vocab_path="<vocab>"):
   missing = [t for t in SPECIAL_TOKENS if t not in index]
   if missing:
     raise UserInputError(
-        f"vocab file {vocab_path} lacks {', '.join(missing)}; BERT pretraining needs all of "
-        f"{', '.join(SPECIAL_TOKENS)}: add the missing ones as lines of the file (BERT vocabs "
-        "put them first) or use a vocab built for BERT")
-  return SpecialTokenIds(pad=index["[PAD]"], unk=index["[UNK]"], cls=index["[CLS]"],
-                         sep=index["[SEP]"], mask=index["[MASK]"])
+      f"vocab file {vocab_path} lacks {', '.join(missing)}; BERT pretraining needs all of "
+      f"{', '.join(SPECIAL_TOKENS)}: add the missing ones as lines of the file (BERT vocabs "
+      "put them first) or use a vocab built for BERT"
+    )
+  return SpecialTokenIds(
+    pad=index["[PAD]"],
+    unk=index["[UNK]"],
+    cls=index["[CLS]"],
+    sep=index["[SEP]"],
+    mask=index["[MASK]"],
+  )
 
 
 class _Vocab:
@@ -84,6 +91,7 @@ class _Vocab:
 
   Subclasses set ``_tokens`` (a tuple of strings in id order) and ``_special_ids``.
   """
+
   _tokens: tuple[str, ...]
   _special_ids: SpecialTokenIds
 
@@ -121,12 +129,17 @@ class WordPieceTokenizer(_Vocab):
     self._tokens = tuple(tokens)
     self._special_ids = special_token_ids(self._tokens, vocab_path)
     self._lowercase = lowercase
-    tokenizer = tokenizers.Tokenizer(models.WordPiece(
-        {token: i for i, token in enumerate(self._tokens)}, unk_token="[UNK]",
-        max_input_chars_per_word=_MAX_INPUT_CHARS_PER_WORD))
+    tokenizer = tokenizers.Tokenizer(
+      models.WordPiece(
+        {token: i for i, token in enumerate(self._tokens)},
+        unk_token="[UNK]",
+        max_input_chars_per_word=_MAX_INPUT_CHARS_PER_WORD,
+      )
+    )
     # strip_accents=None follows `lowercase`, as BERT does: uncased models strip accents.
     tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
+      clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     self._tokenizer = tokenizer
 
@@ -143,13 +156,15 @@ class WordPieceTokenizer(_Vocab):
     draws from ``[first_regular_id, vocab_size)`` so it never inserts one of them.
     """
     leading_reserved = 0
-    while (leading_reserved < len(self._tokens) and
-           _RESERVED_TOKEN.fullmatch(self._tokens[leading_reserved])):
+    while leading_reserved < len(self._tokens) and _RESERVED_TOKEN.fullmatch(
+      self._tokens[leading_reserved]
+    ):
       leading_reserved += 1
     first = max(leading_reserved, max(dataclasses.astuple(self._special_ids)) + 1)
     if first >= len(self._tokens):
       raise UserInputError(
-          f"vocab of {len(self._tokens)} entries has no ordinary tokens after its special ones")
+        f"vocab of {len(self._tokens)} entries has no ordinary tokens after its special ones"
+      )
     return first
 
   def is_continuation(self):
@@ -189,8 +204,10 @@ class WordPieceTokenizer(_Vocab):
       being token ``i``'s source characters for ``(start, end) = offsets[i]``.
     """
     encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-    return [(np.asarray(e.ids, np.int32), np.asarray(e.offsets, np.int32).reshape(-1, 2))
-            for e in encodings]
+    return [
+      (np.asarray(e.ids, np.int32), np.asarray(e.offsets, np.int32).reshape(-1, 2))
+      for e in encodings
+    ]
 
 
 def load_wordpiece(vocab_path, lowercase=True):
@@ -224,23 +241,34 @@ class SentencePieceTokenizer(_Vocab):
 
   def __init__(self, model_path):
     import sentencepiece  # pylint: disable=g-import-not-at-top
+
     if not files.is_file(model_path):
       raise FileNotFoundError(
-          f"SentencePiece model {model_path} does not exist; train one with "
-          "python -m bert_jax.tools.train_vocab --kind=sentencepiece")
+        f"SentencePiece model {model_path} does not exist; train one with "
+        "python -m bert_jax.tools.train_vocab --kind=sentencepiece"
+      )
     try:
       self._processor = sentencepiece.SentencePieceProcessor(
-          model_proto=files.read_bytes(model_path))
+        model_proto=files.read_bytes(model_path)
+      )
     except (RuntimeError, OSError) as e:
       raise UserInputError(
-          f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "
-          "spm_train or train_vocab, or a WordPiece vocab.txt") from None
+        f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "
+        "spm_train or train_vocab, or a WordPiece vocab.txt"
+      ) from None
     processor = self._processor
     self._tokens = tuple(processor.id_to_piece(i) for i in range(processor.get_piece_size()))
     self._special_ids = special_token_ids(self._tokens, model_path)
     self._reserved = np.array(
-        [processor.is_control(i) or processor.is_unknown(i) or processor.is_unused(i) or
-         t in SPECIAL_TOKENS for i, t in enumerate(self._tokens)], dtype=bool)
+      [
+        processor.is_control(i)
+        or processor.is_unknown(i)
+        or processor.is_unused(i)
+        or t in SPECIAL_TOKENS
+        for i, t in enumerate(self._tokens)
+      ],
+      dtype=bool,
+    )
 
   @property
   def lowercase(self):
@@ -252,14 +280,18 @@ class SentencePieceTokenizer(_Vocab):
     ordinary = np.flatnonzero(~self._reserved)
     ordinary = ordinary[ordinary > max(dataclasses.astuple(self._special_ids))]
     if not len(ordinary):
-      raise UserInputError(f"SentencePiece model of {len(self._tokens)} pieces has no ordinary "
-                           "pieces after its special ones")
+      raise UserInputError(
+        f"SentencePiece model of {len(self._tokens)} pieces has no ordinary "
+        "pieces after its special ones"
+      )
     return int(ordinary[0])
 
   def is_continuation(self):
     """True for pieces that continue a word: no leading word marker, not special."""
-    return np.array([not t.startswith(_SENTENCEPIECE_WORD_START) for t in self._tokens],
-                    dtype=bool) & ~self._reserved
+    return (
+      np.array([not t.startswith(_SENTENCEPIECE_WORD_START) for t in self._tokens], dtype=bool)
+      & ~self._reserved
+    )
 
   def encode(self, text):
     return self._processor.encode(text, out_type=int)

@@ -8,6 +8,7 @@ instead of copied lists, and batches can be assembled from any example index wit
 import dataclasses
 
 import numpy as np
+
 from bert_jax.errors import UserInputError
 
 # Held-out documents are picked with this fixed seed, not the run's seed, so runs with
@@ -26,6 +27,7 @@ class TokenizedDocuments:
     document_starts: [D + 1] int64; document d is sentences ``document_starts[d]`` to
       ``document_starts[d + 1] - 1``. Every document has at least one sentence.
   """
+
   token_ids: np.ndarray
   sentence_starts: np.ndarray
   document_starts: np.ndarray
@@ -45,8 +47,10 @@ class TokenizedDocuments:
   def document(self, index):
     """The sentences of one document as a list of int32 arrays (for inspection and tests)."""
     first, last = self.document_starts[index], self.document_starts[index + 1]
-    return [self.token_ids[self.sentence_starts[s]:self.sentence_starts[s + 1]]
-            for s in range(first, last)]
+    return [
+      self.token_ids[self.sentence_starts[s] : self.sentence_starts[s + 1]]
+      for s in range(first, last)
+    ]
 
   @classmethod
   def from_id_lists(cls, documents):
@@ -64,10 +68,14 @@ class TokenizedDocuments:
         document_starts.append(len(sentences))
     lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     sentence_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    token_ids = (np.concatenate([np.asarray(s, dtype=np.int32) for s in sentences])
-                 if sentences else np.zeros([0], np.int32))
-    return cls(token_ids.astype(np.int32), sentence_starts,
-               np.array(document_starts, dtype=np.int64))
+    token_ids = (
+      np.concatenate([np.asarray(s, dtype=np.int32) for s in sentences])
+      if sentences
+      else np.zeros([0], np.int32)
+    )
+    return cls(
+      token_ids.astype(np.int32), sentence_starts, np.array(document_starts, dtype=np.int64)
+    )
 
   def select(self, document_indices):
     """A new corpus holding only the given documents, in the given order."""
@@ -78,9 +86,10 @@ class TokenizedDocuments:
     first_token = self.sentence_starts[sentences]
     token_counts = self.sentence_starts[sentences + 1] - first_token
     return TokenizedDocuments(
-        token_ids=self.token_ids[_concatenated_ranges(first_token, token_counts)],
-        sentence_starts=np.concatenate([[0], np.cumsum(token_counts)]).astype(np.int64),
-        document_starts=np.concatenate([[0], np.cumsum(sentence_counts)]).astype(np.int64))
+      token_ids=self.token_ids[_concatenated_ranges(first_token, token_counts)],
+      sentence_starts=np.concatenate([[0], np.cumsum(token_counts)]).astype(np.int64),
+      document_starts=np.concatenate([[0], np.cumsum(sentence_counts)]).astype(np.int64),
+    )
 
 
 def _concatenated_ranges(starts, counts):
@@ -104,7 +113,7 @@ def tokenize_documents(documents, tokenizer):
   nested = []
   position = 0
   for document in documents:
-    nested.append(ids[position:position + len(document)])
+    nested.append(ids[position : position + len(document)])
     position += len(document)
   return TokenizedDocuments.from_id_lists(nested)
 
@@ -129,8 +138,9 @@ def split_documents(num_documents, eval_fraction):
   num_eval = 0 if eval_fraction == 0.0 else max(2, round(eval_fraction * num_documents))
   if num_documents - num_eval < 2:
     raise UserInputError(
-        f"the corpus has {num_documents} documents; holding out {num_eval} for eval leaves "
-        f"{num_documents - num_eval} for training, but sentence pairs need at least 2: add "
-        "documents (blank lines separate them) or lower data.eval_fraction")
+      f"the corpus has {num_documents} documents; holding out {num_eval} for eval leaves "
+      f"{num_documents - num_eval} for training, but sentence pairs need at least 2: add "
+      "documents (blank lines separate them) or lower data.eval_fraction"
+    )
   order = np.random.default_rng(_EVAL_SPLIT_SEED).permutation(num_documents)
   return np.sort(order[num_eval:]), np.sort(order[:num_eval])

@@ -16,14 +16,14 @@ class BertEncoder(nn.Module):
     config: the model configuration.
     deterministic: disables dropout (evaluation).
   """
+
   config: ModelConfig
   deterministic: bool = True
 
   def setup(self):
     self.embeddings = Embeddings(self.config, self.deterministic, name="embeddings")
     self.encoder = Encoder(self.config, self.deterministic, name="encoder")
-    self.pooler = layers.dense(self.config, self.config.hidden_size, ("embed", "mlp"),
-                               "pooler")
+    self.pooler = layers.dense(self.config, self.config.hidden_size, ("embed", "mlp"), "pooler")
 
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
     """Encodes a batch.
@@ -39,8 +39,10 @@ class BertEncoder(nn.Module):
     """
     length = input_ids_BL.shape[1]
     if length > self.config.max_position_embeddings:
-      raise ValueError(f"sequence length {length} exceeds model.max_position_embeddings="
-                       f"{self.config.max_position_embeddings}")
+      raise ValueError(
+        f"sequence length {length} exceeds model.max_position_embeddings="
+        f"{self.config.max_position_embeddings}"
+      )
     position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
     x_BLD = self.embeddings(input_ids_BL, token_type_ids_BL, position_ids_BL)
     x_BLD = self.encoder(x_BLD, input_mask_BL)
@@ -53,27 +55,30 @@ class BertEncoder(nn.Module):
 
 class MaskedLmHead(nn.Module):
   """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
+
   config: ModelConfig
 
   @nn.compact
   def __call__(self, x_BPD, attend):
     config = self.config
-    h_BPD = layers.gelu(layers.dense(config, config.hidden_size, ("embed", "mlp"),
-                                     "transform")(x_BPD))
+    h_BPD = layers.gelu(
+      layers.dense(config, config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
+    )
     h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
-    bias_V = self.param("output_bias", layers.zeros_init(("vocab",)), (config.vocab_size,),
-                        jnp.float32)
+    bias_V = self.param(
+      "output_bias", layers.zeros_init(("vocab",)), (config.vocab_size,), jnp.float32
+    )
     return attend(h_BPD) + bias_V[None, None, :]
 
 
 class BertForPreTraining(nn.Module):
   """BERT with the masked-LM head (at the masked positions only) and the NSP head."""
+
   config: ModelConfig
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL,
-               masked_lm_positions_BP=None):
+  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
     """Returns float32 ``mlm_logits`` [B, P, V] and ``nsp_logits`` [B, 2].
 
     Args:

@@ -1,18 +1,19 @@
 """Model hyper-parameters as a frozen dataclass, built once from the config's ``model`` section."""
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from bert_jax.errors import UserInputError
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
+  "tiny": (2, 128, 2),
+  "mini": (4, 256, 4),
+  "small": (4, 512, 8),
+  "medium": (8, 512, 8),
+  "base": (12, 768, 12),
+  "large": (24, 1024, 16),
 }
 
 # "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
@@ -24,6 +25,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 @dataclasses.dataclass(frozen=True)
 class LshOptions:
   """Options of the ``lsh`` and ``local`` attention kinds (unused by dense kinds)."""
+
   chunk_len: int = 64
   n_hashes: int = 4
   # Buckets per round: an even int (one rotation), a tuple of even factors (factorised, a * b
@@ -37,30 +39,38 @@ class LshOptions:
 
   def __post_init__(self):
     if self.chunk_len < 1:
-      raise UserInputError(f"model.lsh.chunk_len={self.chunk_len} must be >= 1; typical values "
-                           "are 64-256")
+      raise UserInputError(
+        f"model.lsh.chunk_len={self.chunk_len} must be >= 1; typical values are 64-256"
+      )
     if self.n_hashes < 1:
-      raise UserInputError(f"model.lsh.n_hashes={self.n_hashes} must be >= 1; use 1-8 hash "
-                           "rounds (more approach full attention)")
+      raise UserInputError(
+        f"model.lsh.n_hashes={self.n_hashes} must be >= 1; use 1-8 hash "
+        "rounds (more approach full attention)"
+      )
     if isinstance(self.n_buckets, (tuple, list)):
       object.__setattr__(self, "n_buckets", tuple(self.n_buckets))  # Hashable, JSON-stable.
       factors = self.n_buckets
     else:
       factors = (self.n_buckets,) if self.n_buckets else ()
     if any(not isinstance(f, int) or f < 2 or f % 2 for f in factors) or (
-        not factors and self.n_buckets != 0):
-      raise UserInputError(f"model.lsh.n_buckets={self.n_buckets} must be even (an even count, "
-                           "a tuple of even factors such as (16, 32), or 0 for the default "
-                           "2 * seq_len // chunk_len)")
+      not factors and self.n_buckets != 0
+    ):
+      raise UserInputError(
+        f"model.lsh.n_buckets={self.n_buckets} must be even (an even count, "
+        "a tuple of even factors such as (16, 32), or 0 for the default "
+        "2 * seq_len // chunk_len)"
+      )
     if self.n_chunks_before < 0 or self.n_chunks_after < 0:
       raise UserInputError(
-          f"model.lsh.n_chunks_before={self.n_chunks_before} and n_chunks_after="
-          f"{self.n_chunks_after} must be >= 0; use 0 for no neighbour on that side")
+        f"model.lsh.n_chunks_before={self.n_chunks_before} and n_chunks_after="
+        f"{self.n_chunks_after} must be >= 0; use 0 for no neighbour on that side"
+      )
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Architecture of a BERT encoder; defaults are BERT-base (Devlin et al. 2019)."""
+
   vocab_size: int = 30522
   hidden_size: int = 768
   num_layers: int = 12
@@ -87,28 +97,38 @@ class ModelConfig:
   def __post_init__(self):
     if self.hidden_size % self.num_heads:
       raise UserInputError(
-          f"model.hidden_size={self.hidden_size} is not divisible by model.num_heads="
-          f"{self.num_heads}; pick a head count that divides the hidden size")
+        f"model.hidden_size={self.hidden_size} is not divisible by model.num_heads="
+        f"{self.num_heads}; pick a head count that divides the hidden size"
+      )
     if self.attention_kind not in ATTENTION_KINDS:
-      raise UserInputError(f"model.attention_kind={self.attention_kind!r} is unknown; "
-                           f"choose one of {', '.join(ATTENTION_KINDS)}")
+      raise UserInputError(
+        f"model.attention_kind={self.attention_kind!r} is unknown; "
+        f"choose one of {', '.join(ATTENTION_KINDS)}"
+      )
     if self.remat_policy not in REMAT_POLICIES:
-      raise UserInputError(f"model.remat_policy={self.remat_policy!r} is unknown; "
-                           f"choose one of {', '.join(REMAT_POLICIES)}")
+      raise UserInputError(
+        f"model.remat_policy={self.remat_policy!r} is unknown; "
+        f"choose one of {', '.join(REMAT_POLICIES)}"
+      )
     if self.dtype not in COMPUTE_DTYPES:
-      raise UserInputError(f"model.dtype={self.dtype!r} is unknown; "
-                           f"choose one of {', '.join(COMPUTE_DTYPES)}")
+      raise UserInputError(
+        f"model.dtype={self.dtype!r} is unknown; choose one of {', '.join(COMPUTE_DTYPES)}"
+      )
     if self.attention_kind in ("fused", "splash") and self.attention_dropout_rate > 0:
       raise UserInputError(
-          f"model.attention_kind={self.attention_kind!r} has no attention-probability dropout; "
-          "set model.attention_dropout_rate=0.0 or use model.attention_kind='dense' or 'auto'")
+        f"model.attention_kind={self.attention_kind!r} has no attention-probability dropout; "
+        "set model.attention_dropout_rate=0.0 or use model.attention_kind='dense' or 'auto'"
+      )
     if self.ffn_chunk_len < 0:
-      raise UserInputError(f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
-                           "an unchunked feed-forward")
+      raise UserInputError(
+        f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
+        "an unchunked feed-forward"
+      )
     if self.reversible and self.remat_policy != "none":
       raise UserInputError(
-          "model.reversible=True already recomputes activations in the backward pass; set "
-          "model.remat_policy='none'")
+        "model.reversible=True already recomputes activations in the backward pass; set "
+        "model.remat_policy='none'"
+      )
 
   @property
   def head_dim(self) -> int:
@@ -131,8 +151,9 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   size = fields.pop("size", None)
   if size is not None:
     if size not in MODEL_SIZES:
-      raise UserInputError(f"model.size={size!r} is unknown; choose one of "
-                           f"{', '.join(MODEL_SIZES)}")
+      raise UserInputError(
+        f"model.size={size!r} is unknown; choose one of {', '.join(MODEL_SIZES)}"
+      )
     num_layers, hidden, heads = MODEL_SIZES[size]
     fields.setdefault("num_layers", num_layers)
     fields.setdefault("hidden_size", hidden)
@@ -147,7 +168,8 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
     known_lsh = {f.name for f in dataclasses.fields(LshOptions)}
     unknown_lsh = sorted(set(lsh_fields) - known_lsh)
     if unknown_lsh:
-      raise UserInputError(f"unknown model.lsh config keys {unknown_lsh}; valid keys: "
-                           f"{sorted(known_lsh)}")
+      raise UserInputError(
+        f"unknown model.lsh config keys {unknown_lsh}; valid keys: {sorted(known_lsh)}"
+      )
     fields["lsh"] = LshOptions(**lsh_fields)
   return ModelConfig(**fields)

@@ -36,6 +36,7 @@ def dropout(x, rate: float, rng):
 
 class Dropout(nn.Module):
   """`dropout` as a layer drawing from the ``dropout`` rng stream."""
+
   rate: float
 
   @nn.compact

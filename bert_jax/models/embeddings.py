@@ -4,8 +4,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.models import layers
-from bert_jax.models.dropout import Dropout
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
 
 
 class Embeddings(nn.Module):
@@ -13,30 +13,42 @@ class Embeddings(nn.Module):
 
   The word table is also the MLM output matrix (`attend`), as in the original BERT.
   """
+
   config: ModelConfig
   deterministic: bool = True
 
   def setup(self):
     config = self.config
     embed = lambda n, axes, name: nn.Embed(  # pylint: disable=g-long-lambda
-        n, config.hidden_size, dtype=jnp.dtype(config.dtype), param_dtype=jnp.float32,
-        embedding_init=layers.normal_init(config, axes), name=name)
+      n,
+      config.hidden_size,
+      dtype=jnp.dtype(config.dtype),
+      param_dtype=jnp.float32,
+      embedding_init=layers.normal_init(config, axes),
+      name=name,
+    )
     self.word_embeddings = embed(config.vocab_size, ("vocab", "embed"), "word_embeddings")
-    self.position_embeddings = embed(config.max_position_embeddings, ("positions", "embed"),
-                                     "position_embeddings")
-    self.token_type_embeddings = embed(config.type_vocab_size, ("token_types", "embed"),
-                                       "token_type_embeddings")
+    self.position_embeddings = embed(
+      config.max_position_embeddings, ("positions", "embed"), "position_embeddings"
+    )
+    self.token_type_embeddings = embed(
+      config.type_vocab_size, ("token_types", "embed"), "token_type_embeddings"
+    )
     self.layer_norm = layers.layer_norm(config, "layer_norm")
     self.dropout = Dropout(config.hidden_dropout_rate)
 
   def __call__(self, input_ids_BL, token_type_ids_BL, position_ids_BL):
-    x_BLD = (self.word_embeddings(input_ids_BL) + self.position_embeddings(position_ids_BL) +
-             self.token_type_embeddings(token_type_ids_BL))
+    x_BLD = (
+      self.word_embeddings(input_ids_BL)
+      + self.position_embeddings(position_ids_BL)
+      + self.token_type_embeddings(token_type_ids_BL)
+    )
     x_BLD = self.layer_norm(x_BLD)
     return self.dropout(x_BLD, deterministic=self.deterministic)
 
   def attend(self, x_BPD):
     """Logits over the vocabulary from hidden states, through the tied word table (float32)."""
     table_VD = self.word_embeddings.embedding
-    return jnp.einsum("bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype),
-                      preferred_element_type=jnp.float32)
+    return jnp.einsum(
+      "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
+    )

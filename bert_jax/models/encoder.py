@@ -8,18 +8,17 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bert_jax.models import layers, reversible
 from bert_jax.models.attention.layer import SelfAttention
-from bert_jax.models import layers
-from bert_jax.models import reversible
-from bert_jax.models.dropout import Dropout
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
 
 _ACTIVATION_AXES = ("activation_batch", "activation_length", "activation_embed")
 
 _REMAT_POLICIES = {
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots": jax.checkpoint_policies.checkpoint_dots,
-    "dots_no_batch": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+  "full": jax.checkpoint_policies.nothing_saveable,
+  "dots": jax.checkpoint_policies.checkpoint_dots,
+  "dots_no_batch": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
 }
 
 
@@ -29,6 +28,7 @@ class DenseParams(nn.Module):
   The feed-forward uses its weights inside `jax.lax.map` over chunks, where calling a Flax
   submodule is not allowed; holding them here keeps the parameter tree of an `nn.Dense`.
   """
+
   config: ModelConfig
   in_features: int
   features: int
@@ -36,8 +36,12 @@ class DenseParams(nn.Module):
 
   @nn.compact
   def __call__(self):
-    kernel = self.param("kernel", layers.normal_init(self.config, self.axes),
-                        (self.in_features, self.features), jnp.float32)
+    kernel = self.param(
+      "kernel",
+      layers.normal_init(self.config, self.axes),
+      (self.in_features, self.features),
+      jnp.float32,
+    )
     bias = self.param("bias", layers.zeros_init(self.axes[-1:]), (self.features,), jnp.float32)
     return kernel, bias
 
@@ -47,10 +51,14 @@ def feed_forward_params(config: ModelConfig, names=("intermediate", "output")):
 
   Pass ``names=(None, None)`` from a ``setup`` that assigns them to attributes of those names.
   """
-  return (DenseParams(config, config.hidden_size, config.intermediate_size, ("embed", "mlp"),
-                      name=names[0]),
-          DenseParams(config, config.intermediate_size, config.hidden_size, ("mlp", "embed"),
-                      name=names[1]))
+  return (
+    DenseParams(
+      config, config.hidden_size, config.intermediate_size, ("embed", "mlp"), name=names[0]
+    ),
+    DenseParams(
+      config, config.intermediate_size, config.hidden_size, ("mlp", "embed"), name=names[1]
+    ),
+  )
 
 
 def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
@@ -75,7 +83,8 @@ def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
   def mlp(x_BQD):
     h_BQF = x_BQD.astype(dtype) @ kernel_in_DF.astype(dtype) + bias_in_F.astype(dtype)[None, None]
     h_BQF = nn.with_logical_constraint(
-        layers.gelu(h_BQF), ("activation_batch", "activation_length", "activation_mlp"))
+      layers.gelu(h_BQF), ("activation_batch", "activation_length", "activation_mlp")
+    )
     return h_BQF @ kernel_out_FD.astype(dtype) + bias_out_D.astype(dtype)[None, None]
 
   batch, length, width = x_BLD.shape
@@ -91,6 +100,7 @@ def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
 
 class EncoderBlock(nn.Module):
   """One BERT layer: x + Attn(x) -> LN -> h + FFN(h) -> LN (post-LN, as the original)."""
+
   config: ModelConfig
   deterministic: bool = True
 
@@ -99,13 +109,16 @@ class EncoderBlock(nn.Module):
     config = self.config
     x_BLD = nn.with_logical_constraint(x_BLD, _ACTIVATION_AXES)
     attended_BLD = SelfAttention(config, self.deterministic, name="attention")(
-        x_BLD, segment_ids_BL)
+      x_BLD, segment_ids_BL
+    )
     attended_BLD = Dropout(config.hidden_dropout_rate)(
-        attended_BLD, deterministic=self.deterministic)
+      attended_BLD, deterministic=self.deterministic
+    )
     h_BLD = layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
     weights = tuple(holder() for holder in feed_forward_params(config))
-    m_BLD = chunked_feed_forward(h_BLD, weights, dtype=jnp.dtype(config.dtype),
-                                 chunk_len=config.ffn_chunk_len)
+    m_BLD = chunked_feed_forward(
+      h_BLD, weights, dtype=jnp.dtype(config.dtype), chunk_len=config.ffn_chunk_len
+    )
     m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
     out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
     return nn.with_logical_constraint(out_BLD, _ACTIVATION_AXES)
@@ -118,6 +131,7 @@ class ReversibleBlock(nn.Module):
   `attend` and `feed_forward` are the halves `reversible.make_reversible_stack` runs;
   ``__call__`` applies both directly (initialisation, and the plain reference in tests).
   """
+
   config: ModelConfig
   deterministic: bool = True
 
@@ -137,9 +151,12 @@ class ReversibleBlock(nn.Module):
 
   def feed_forward(self, x_BLD):
     x_BLD = nn.with_logical_constraint(x_BLD, _ACTIVATION_AXES)
-    m_BLD = chunked_feed_forward(self.output_norm(x_BLD), (self.intermediate(), self.output()),
-                                 dtype=jnp.dtype(self.config.dtype),
-                                 chunk_len=self.config.ffn_chunk_len)
+    m_BLD = chunked_feed_forward(
+      self.output_norm(x_BLD),
+      (self.intermediate(), self.output()),
+      dtype=jnp.dtype(self.config.dtype),
+      chunk_len=self.config.ffn_chunk_len,
+    )
     return self.output_dropout(m_BLD, deterministic=self.deterministic)
 
   def __call__(self, x1_BLD, x2_BLD, segment_ids_BL):
@@ -149,6 +166,7 @@ class ReversibleBlock(nn.Module):
 
 class _ScannedBlock(nn.Module):
   """Adapts a block to `nn.scan`'s (carry, xs) -> (carry, ys) signature."""
+
   config: ModelConfig
   deterministic: bool = True
 
@@ -164,8 +182,9 @@ class _ScannedBlock(nn.Module):
 def _block_class(config: ModelConfig):
   if config.remat_policy == "none":
     return EncoderBlock
-  return nn.remat(EncoderBlock, policy=_REMAT_POLICIES[config.remat_policy],
-                  prevent_cse=not config.scan_layers)
+  return nn.remat(
+    EncoderBlock, policy=_REMAT_POLICIES[config.remat_policy], prevent_cse=not config.scan_layers
+  )
 
 
 class Encoder(nn.Module):
@@ -176,6 +195,7 @@ class Encoder(nn.Module):
   With ``config.reversible`` the blocks are `ReversibleBlock`s on two copies of the input whose
   outputs are averaged and normalised by ``final_norm`` (see models/reversible.py).
   """
+
   config: ModelConfig
   deterministic: bool = True
 
@@ -195,11 +215,13 @@ class Encoder(nn.Module):
 
   def _scanned(self):
     scanned = nn.scan(
-        _ScannedBlock, variable_axes={"params": 0}, split_rngs={"params": True,
-                                                                "dropout": True,
-                                                                "hashing": True},
-        in_axes=nn.broadcast, length=self.config.num_layers,
-        metadata_params={nn.PARTITION_NAME: "layers"})
+      _ScannedBlock,
+      variable_axes={"params": 0},
+      split_rngs={"params": True, "dropout": True, "hashing": True},
+      in_axes=nn.broadcast,
+      length=self.config.num_layers,
+      metadata_params={nn.PARTITION_NAME: "layers"},
+    )
     return scanned(self.config, self.deterministic, name="layers")
 
   def _reversible_layers(self, x_BLD, segment_ids_BL):
@@ -212,31 +234,38 @@ class Encoder(nn.Module):
       streams = (x_BLD, x_BLD)
       for i in range(config.num_layers):
         streams = ReversibleBlock(config, self.deterministic, name=f"layer_{i}")(
-            *streams, segment_ids_BL)
+          *streams, segment_ids_BL
+        )
       return streams
     params = self.variables["params"]
     if config.scan_layers:
       params_N = params["layers"]["block"]
     else:
-      params_N = jax.tree.map(lambda *leaves: jnp.stack(leaves),
-                              *[params[f"layer_{i}"] for i in range(config.num_layers)])
+      params_N = jax.tree.map(
+        lambda *leaves: jnp.stack(leaves), *[params[f"layer_{i}"] for i in range(config.num_layers)]
+      )
     rng_names = []
     if config.attention_kind == "lsh":
       rng_names.append("hashing")
     if not self.deterministic:
       rng_names.append("dropout")
-    rngs_N = {name: jax.random.split(self.make_rng(name), config.num_layers)
-              for name in rng_names}
+    rngs_N = {name: jax.random.split(self.make_rng(name), config.num_layers) for name in rng_names}
     block = ReversibleBlock(config, self.deterministic, parent=None)
 
     def attend(layer_params, x_BLD, segment_ids_BL, layer_rngs):
-      return block.apply({"params": layer_params}, x_BLD, segment_ids_BL, rngs=layer_rngs,
-                         method=ReversibleBlock.attend)
+      return block.apply(
+        {"params": layer_params},
+        x_BLD,
+        segment_ids_BL,
+        rngs=layer_rngs,
+        method=ReversibleBlock.attend,
+      )
 
     def feed_forward_half(layer_params, x_BLD, segment_ids_BL, layer_rngs):
       del segment_ids_BL
-      return block.apply({"params": layer_params}, x_BLD, rngs=layer_rngs,
-                         method=ReversibleBlock.feed_forward)
+      return block.apply(
+        {"params": layer_params}, x_BLD, rngs=layer_rngs, method=ReversibleBlock.feed_forward
+      )
 
     stack = reversible.make_reversible_stack(attend, feed_forward_half)
     return stack(params_N, x_BLD, x_BLD, segment_ids_BL, rngs_N)

@@ -14,8 +14,9 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 
 
-def output_head(config: ModelConfig, x_BxD, num_outputs: int, *, name: str, dropout: bool,
-                deterministic: bool):
+def output_head(
+  config: ModelConfig, x_BxD, num_outputs: int, *, name: str, dropout: bool, deterministic: bool
+):
   """Optional dropout, then a dense layer from the last axis of ``x_BxD`` to ``num_outputs``.
 
   Call it from a module's compact method: its layers become that module's children.

@@ -11,39 +11,52 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 
 # (bert_jax model key, BERT config key, required). Optional keys default as in both BERTs.
 _KEYS = (
-    ("vocab_size", "vocab_size", True),
-    ("hidden_size", "hidden_size", True),
-    ("num_layers", "num_hidden_layers", True),
-    ("num_heads", "num_attention_heads", True),
-    ("intermediate_size", "intermediate_size", True),
-    ("max_position_embeddings", "max_position_embeddings", False),
-    ("type_vocab_size", "type_vocab_size", False),
-    ("hidden_dropout_rate", "hidden_dropout_prob", False),
-    ("attention_dropout_rate", "attention_probs_dropout_prob", False),
-    ("initializer_range", "initializer_range", False),
-    ("layer_norm_eps", "layer_norm_eps", False),
+  ("vocab_size", "vocab_size", True),
+  ("hidden_size", "hidden_size", True),
+  ("num_layers", "num_hidden_layers", True),
+  ("num_heads", "num_attention_heads", True),
+  ("intermediate_size", "intermediate_size", True),
+  ("max_position_embeddings", "max_position_embeddings", False),
+  ("type_vocab_size", "type_vocab_size", False),
+  ("hidden_dropout_rate", "hidden_dropout_prob", False),
+  ("attention_dropout_rate", "attention_probs_dropout_prob", False),
+  ("initializer_range", "initializer_range", False),
+  ("layer_norm_eps", "layer_norm_eps", False),
 )
-_INT_KEYS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-             "max_position_embeddings", "type_vocab_size")
+_INT_KEYS = (
+  "vocab_size",
+  "hidden_size",
+  "num_layers",
+  "num_heads",
+  "intermediate_size",
+  "max_position_embeddings",
+  "type_vocab_size",
+)
 
 
 def _check_architecture(values, source: str):
   model_type = values.get("model_type", "bert")
   if model_type != "bert":
-    raise UserInputError(f"{source} describes a {model_type!r} model; convert handles BERT "
-                         "(model_type 'bert') only")
+    raise UserInputError(
+      f"{source} describes a {model_type!r} model; convert handles BERT (model_type 'bert') only"
+    )
   activation = values.get("hidden_act", "gelu")
   if activation != "gelu":
     raise UserInputError(
-        f"{source} has hidden_act={activation!r}; bert_jax's BERT uses the exact (erf) GELU "
-        "('gelu'), so this model's outputs would change: convert a model trained with 'gelu'")
+      f"{source} has hidden_act={activation!r}; bert_jax's BERT uses the exact (erf) GELU "
+      "('gelu'), so this model's outputs would change: convert a model trained with 'gelu'"
+    )
   positions = values.get("position_embedding_type", "absolute")
   if positions != "absolute":
-    raise UserInputError(f"{source} has position_embedding_type={positions!r}; bert_jax's "
-                         "BERT has absolute position embeddings only")
+    raise UserInputError(
+      f"{source} has position_embedding_type={positions!r}; bert_jax's "
+      "BERT has absolute position embeddings only"
+    )
   if values.get("is_decoder") or values.get("add_cross_attention"):
-    raise UserInputError(f"{source} describes a decoder (is_decoder / add_cross_attention); "
-                         "convert handles BERT encoders only")
+    raise UserInputError(
+      f"{source} describes a decoder (is_decoder / add_cross_attention); "
+      "convert handles BERT encoders only"
+    )
 
 
 def model_config_from_bert_config(values, source: str) -> ModelConfig:
@@ -81,6 +94,10 @@ def bert_config_from_model_config(config: ModelConfig, architecture: str) -> dic
     architecture: the ``transformers`` class the weights fit best, e.g. "BertForPreTraining".
   """
   values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
-  values.update(architectures=[architecture], model_type="bert", hidden_act="gelu",
-                position_embedding_type="absolute")
+  values.update(
+    architectures=[architecture],
+    model_type="bert",
+    hidden_act="gelu",
+    position_embedding_type="absolute",
+  )
   return values

@@ -20,58 +20,76 @@ _WORD_TABLE = "bert.embeddings.word_embeddings.weight"
 _MLM_BIAS = "cls.predictions.bias"
 # PyTorch ties the MLM decoder to the word table and its bias to cls.predictions.bias; .bin
 # files repeat both, safetensors files written by save_pretrained do not.
-_TIED_DECODER = {"cls.predictions.decoder.weight": _WORD_TABLE,
-                 "cls.predictions.decoder.bias": _MLM_BIAS}
+_TIED_DECODER = {
+  "cls.predictions.decoder.weight": _WORD_TABLE,
+  "cls.predictions.decoder.bias": _MLM_BIAS,
+}
 # A buffer (0..max_positions-1) that older versions of transformers saved with the weights.
 _IGNORED = ("bert.embeddings.position_ids",)
 
 _FIXED_ROWS = (
-    Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
-    Row("bert/embeddings/position_embeddings/embedding",
-        "bert.embeddings.position_embeddings.weight", "encoder"),
-    Row("bert/embeddings/token_type_embeddings/embedding",
-        "bert.embeddings.token_type_embeddings.weight", "encoder"),
-    Row("bert/embeddings/layer_norm/scale", "bert.embeddings.LayerNorm.weight", "encoder"),
-    Row("bert/embeddings/layer_norm/bias", "bert.embeddings.LayerNorm.bias", "encoder"),
-    Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
-    Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
-    Row("mlm_head/transform/kernel", "cls.predictions.transform.dense.weight", "mlm_head",
-        transpose=True),
-    Row("mlm_head/transform/bias", "cls.predictions.transform.dense.bias", "mlm_head"),
-    Row("mlm_head/transform_norm/scale", "cls.predictions.transform.LayerNorm.weight",
-        "mlm_head"),
-    Row("mlm_head/transform_norm/bias", "cls.predictions.transform.LayerNorm.bias", "mlm_head"),
-    Row("mlm_head/output_bias", _MLM_BIAS, "mlm_head"),
-    Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
-    Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
+  Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
+  Row(
+    "bert/embeddings/position_embeddings/embedding",
+    "bert.embeddings.position_embeddings.weight",
+    "encoder",
+  ),
+  Row(
+    "bert/embeddings/token_type_embeddings/embedding",
+    "bert.embeddings.token_type_embeddings.weight",
+    "encoder",
+  ),
+  Row("bert/embeddings/layer_norm/scale", "bert.embeddings.LayerNorm.weight", "encoder"),
+  Row("bert/embeddings/layer_norm/bias", "bert.embeddings.LayerNorm.bias", "encoder"),
+  Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
+  Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
+  Row(
+    "mlm_head/transform/kernel",
+    "cls.predictions.transform.dense.weight",
+    "mlm_head",
+    transpose=True,
+  ),
+  Row("mlm_head/transform/bias", "cls.predictions.transform.dense.bias", "mlm_head"),
+  Row("mlm_head/transform_norm/scale", "cls.predictions.transform.LayerNorm.weight", "mlm_head"),
+  Row("mlm_head/transform_norm/bias", "cls.predictions.transform.LayerNorm.bias", "mlm_head"),
+  Row("mlm_head/output_bias", _MLM_BIAS, "mlm_head"),
+  Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
+  Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
 )
 # (bert_jax suffix, Hugging Face suffix, heads_axis, transpose) inside layer i.
 _LAYER_ROWS = (
-    ("attention/query/kernel", "attention.self.query.weight", 1, True),
-    ("attention/query/bias", "attention.self.query.bias", 0, False),
-    ("attention/key/kernel", "attention.self.key.weight", 1, True),
-    ("attention/key/bias", "attention.self.key.bias", 0, False),
-    ("attention/value/kernel", "attention.self.value.weight", 1, True),
-    ("attention/value/bias", "attention.self.value.bias", 0, False),
-    ("attention/output/kernel", "attention.output.dense.weight", 0, True),
-    ("attention/output/bias", "attention.output.dense.bias", None, False),
-    ("attention_norm/scale", "attention.output.LayerNorm.weight", None, False),
-    ("attention_norm/bias", "attention.output.LayerNorm.bias", None, False),
-    ("intermediate/kernel", "intermediate.dense.weight", None, True),
-    ("intermediate/bias", "intermediate.dense.bias", None, False),
-    ("output/kernel", "output.dense.weight", None, True),
-    ("output/bias", "output.dense.bias", None, False),
-    ("output_norm/scale", "output.LayerNorm.weight", None, False),
-    ("output_norm/bias", "output.LayerNorm.bias", None, False),
+  ("attention/query/kernel", "attention.self.query.weight", 1, True),
+  ("attention/query/bias", "attention.self.query.bias", 0, False),
+  ("attention/key/kernel", "attention.self.key.weight", 1, True),
+  ("attention/key/bias", "attention.self.key.bias", 0, False),
+  ("attention/value/kernel", "attention.self.value.weight", 1, True),
+  ("attention/value/bias", "attention.self.value.bias", 0, False),
+  ("attention/output/kernel", "attention.output.dense.weight", 0, True),
+  ("attention/output/bias", "attention.output.dense.bias", None, False),
+  ("attention_norm/scale", "attention.output.LayerNorm.weight", None, False),
+  ("attention_norm/bias", "attention.output.LayerNorm.bias", None, False),
+  ("intermediate/kernel", "intermediate.dense.weight", None, True),
+  ("intermediate/bias", "intermediate.dense.bias", None, False),
+  ("output/kernel", "output.dense.weight", None, True),
+  ("output/bias", "output.dense.bias", None, False),
+  ("output_norm/scale", "output.LayerNorm.weight", None, False),
+  ("output_norm/bias", "output.LayerNorm.bias", None, False),
 )
 
 
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
-  layer_rows = [Row(f"bert/encoder/layer_{i}/{ours}", f"bert.encoder.layer.{i}.{theirs}",
-                    "encoder", heads_axis, transpose)
-                for i in range(config.num_layers)
-                for ours, theirs, heads_axis, transpose in _LAYER_ROWS]
+  layer_rows = [
+    Row(
+      f"bert/encoder/layer_{i}/{ours}",
+      f"bert.encoder.layer.{i}.{theirs}",
+      "encoder",
+      heads_axis,
+      transpose,
+    )
+    for i in range(config.num_layers)
+    for ours, theirs, heads_axis, transpose in _LAYER_ROWS
+  ]
   return list(_FIXED_ROWS[:5]) + layer_rows + list(_FIXED_ROWS[5:])
 
 
@@ -81,7 +99,8 @@ def _canonical(name: str) -> str:
     name = _PREFIX + name
   if ".LayerNorm." in name:
     name = name.replace(".LayerNorm.gamma", ".LayerNorm.weight").replace(
-        ".LayerNorm.beta", ".LayerNorm.bias")
+      ".LayerNorm.beta", ".LayerNorm.bias"
+    )
   return name
 
 
@@ -108,12 +127,19 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
     if original not in tensors:
       tensors[original] = tensors[tied]
     elif not np.array_equal(np.asarray(tensors[tied]), np.asarray(tensors[original])):
-      raise UserInputError(f"{source}: {tied} differs from {original}; BERT ties them, "
-                           "and untied MLM decoders are not supported")
+      raise UserInputError(
+        f"{source}: {tied} differs from {original}; BERT ties them, "
+        "and untied MLM decoders are not supported"
+      )
   shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(rows(config), shapes, tensors.__getitem__, config,
-                                    source=source,
-                                    ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED))
+  return weight_table.import_params(
+    rows(config),
+    shapes,
+    tensors.__getitem__,
+    config,
+    source=source,
+    ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED),
+  )
 
 
 def hf_from_params(params, config: ModelConfig):

@@ -9,8 +9,7 @@ from bert_jax.models.config import ModelConfig
 
 def normal_init(config: ModelConfig, axes):
   """BERT's N(0, initializer_range) initialiser, annotated with logical axes."""
-  return nn.with_logical_partitioning(
-      nn.initializers.normal(stddev=config.initializer_range), axes)
+  return nn.with_logical_partitioning(nn.initializers.normal(stddev=config.initializer_range), axes)
 
 
 def zeros_init(axes):
@@ -19,17 +18,26 @@ def zeros_init(axes):
 
 def dense(config: ModelConfig, features: int, axes, name: str) -> nn.Dense:
   """A Dense layer with float32 params, compute in the config's dtype and logical axes."""
-  return nn.Dense(features, dtype=jnp.dtype(config.dtype), param_dtype=jnp.float32,
-                  kernel_init=normal_init(config, axes), bias_init=zeros_init(axes[-1:]),
-                  name=name)
+  return nn.Dense(
+    features,
+    dtype=jnp.dtype(config.dtype),
+    param_dtype=jnp.float32,
+    kernel_init=normal_init(config, axes),
+    bias_init=zeros_init(axes[-1:]),
+    name=name,
+  )
 
 
 def layer_norm(config: ModelConfig, name: str) -> nn.LayerNorm:
   """LayerNorm with float32 params; Flax computes its statistics in float32 for any input."""
   return nn.LayerNorm(
-      epsilon=config.layer_norm_eps, dtype=jnp.dtype(config.dtype), param_dtype=jnp.float32,
-      scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("norm",)),
-      bias_init=zeros_init(("norm",)), name=name)
+    epsilon=config.layer_norm_eps,
+    dtype=jnp.dtype(config.dtype),
+    param_dtype=jnp.float32,
+    scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("norm",)),
+    bias_init=zeros_init(("norm",)),
+    name=name,
+  )
 
 
 def gelu(x):

@@ -21,7 +21,8 @@ Reconstruction by subtraction is exact in real arithmetic; in float32 it differs
 activations by rounding only (~1e-6 relative per layer), in bfloat16 correspondingly more.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -53,8 +54,9 @@ def make_reversible_stack(attend: HalfFn, feed_forward: HalfFn):
     return (y1_BLD, y2_BLD), None
 
   def forward(params_N, x1_BLD, x2_BLD, context, rngs_N):
-    (y1_BLD, y2_BLD), _ = jax.lax.scan(lambda c, i: layer(c, i, context), (x1_BLD, x2_BLD),
-                                       (params_N, rngs_N))
+    (y1_BLD, y2_BLD), _ = jax.lax.scan(
+      lambda c, i: layer(c, i, context), (x1_BLD, x2_BLD), (params_N, rngs_N)
+    )
     return y1_BLD, y2_BLD
 
   @jax.custom_vjp
@@ -85,8 +87,11 @@ def make_reversible_stack(attend: HalfFn, feed_forward: HalfFn):
     params_N, y1_BLD, y2_BLD, context, rngs_N = residuals
     dy1_BLD, dy2_BLD = cotangents
     (_, _, dx1_BLD, dx2_BLD), dparams_N = jax.lax.scan(
-        lambda c, i: layer_backward(c, i, context), (y1_BLD, y2_BLD, dy1_BLD, dy2_BLD),
-        (params_N, rngs_N), reverse=True)
+      lambda c, i: layer_backward(c, i, context),
+      (y1_BLD, y2_BLD, dy1_BLD, dy2_BLD),
+      (params_N, rngs_N),
+      reverse=True,
+    )
     return dparams_N, dx1_BLD, dx2_BLD, None, None
 
   stack.defvjp(stack_fwd, stack_bwd)

@@ -15,51 +15,57 @@ _OPTIMIZER_SLOTS = ("adam_m", "adam_v")
 _BOOKKEEPING = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
 
 _FIXED_ROWS = (
-    Row("bert/embeddings/word_embeddings/embedding", "bert/embeddings/word_embeddings",
-        "encoder"),
-    Row("bert/embeddings/position_embeddings/embedding", "bert/embeddings/position_embeddings",
-        "encoder"),
-    Row("bert/embeddings/token_type_embeddings/embedding",
-        "bert/embeddings/token_type_embeddings", "encoder"),
-    Row("bert/embeddings/layer_norm/scale", "bert/embeddings/LayerNorm/gamma", "encoder"),
-    Row("bert/embeddings/layer_norm/bias", "bert/embeddings/LayerNorm/beta", "encoder"),
-    Row("bert/pooler/kernel", "bert/pooler/dense/kernel", "pooler"),
-    Row("bert/pooler/bias", "bert/pooler/dense/bias", "pooler"),
-    Row("mlm_head/transform/kernel", "cls/predictions/transform/dense/kernel", "mlm_head"),
-    Row("mlm_head/transform/bias", "cls/predictions/transform/dense/bias", "mlm_head"),
-    Row("mlm_head/transform_norm/scale", "cls/predictions/transform/LayerNorm/gamma",
-        "mlm_head"),
-    Row("mlm_head/transform_norm/bias", "cls/predictions/transform/LayerNorm/beta", "mlm_head"),
-    Row("mlm_head/output_bias", "cls/predictions/output_bias", "mlm_head"),
-    Row("nsp_head/kernel", "cls/seq_relationship/output_weights", "nsp_head", transpose=True),
-    Row("nsp_head/bias", "cls/seq_relationship/output_bias", "nsp_head"),
+  Row("bert/embeddings/word_embeddings/embedding", "bert/embeddings/word_embeddings", "encoder"),
+  Row(
+    "bert/embeddings/position_embeddings/embedding",
+    "bert/embeddings/position_embeddings",
+    "encoder",
+  ),
+  Row(
+    "bert/embeddings/token_type_embeddings/embedding",
+    "bert/embeddings/token_type_embeddings",
+    "encoder",
+  ),
+  Row("bert/embeddings/layer_norm/scale", "bert/embeddings/LayerNorm/gamma", "encoder"),
+  Row("bert/embeddings/layer_norm/bias", "bert/embeddings/LayerNorm/beta", "encoder"),
+  Row("bert/pooler/kernel", "bert/pooler/dense/kernel", "pooler"),
+  Row("bert/pooler/bias", "bert/pooler/dense/bias", "pooler"),
+  Row("mlm_head/transform/kernel", "cls/predictions/transform/dense/kernel", "mlm_head"),
+  Row("mlm_head/transform/bias", "cls/predictions/transform/dense/bias", "mlm_head"),
+  Row("mlm_head/transform_norm/scale", "cls/predictions/transform/LayerNorm/gamma", "mlm_head"),
+  Row("mlm_head/transform_norm/bias", "cls/predictions/transform/LayerNorm/beta", "mlm_head"),
+  Row("mlm_head/output_bias", "cls/predictions/output_bias", "mlm_head"),
+  Row("nsp_head/kernel", "cls/seq_relationship/output_weights", "nsp_head", transpose=True),
+  Row("nsp_head/bias", "cls/seq_relationship/output_bias", "nsp_head"),
 )
 # (bert_jax suffix, TF suffix, heads_axis) inside layer i; no TF tensor is transposed here.
 _LAYER_ROWS = (
-    ("attention/query/kernel", "attention/self/query/kernel", 1),
-    ("attention/query/bias", "attention/self/query/bias", 0),
-    ("attention/key/kernel", "attention/self/key/kernel", 1),
-    ("attention/key/bias", "attention/self/key/bias", 0),
-    ("attention/value/kernel", "attention/self/value/kernel", 1),
-    ("attention/value/bias", "attention/self/value/bias", 0),
-    ("attention/output/kernel", "attention/output/dense/kernel", 0),
-    ("attention/output/bias", "attention/output/dense/bias", None),
-    ("attention_norm/scale", "attention/output/LayerNorm/gamma", None),
-    ("attention_norm/bias", "attention/output/LayerNorm/beta", None),
-    ("intermediate/kernel", "intermediate/dense/kernel", None),
-    ("intermediate/bias", "intermediate/dense/bias", None),
-    ("output/kernel", "output/dense/kernel", None),
-    ("output/bias", "output/dense/bias", None),
-    ("output_norm/scale", "output/LayerNorm/gamma", None),
-    ("output_norm/bias", "output/LayerNorm/beta", None),
+  ("attention/query/kernel", "attention/self/query/kernel", 1),
+  ("attention/query/bias", "attention/self/query/bias", 0),
+  ("attention/key/kernel", "attention/self/key/kernel", 1),
+  ("attention/key/bias", "attention/self/key/bias", 0),
+  ("attention/value/kernel", "attention/self/value/kernel", 1),
+  ("attention/value/bias", "attention/self/value/bias", 0),
+  ("attention/output/kernel", "attention/output/dense/kernel", 0),
+  ("attention/output/bias", "attention/output/dense/bias", None),
+  ("attention_norm/scale", "attention/output/LayerNorm/gamma", None),
+  ("attention_norm/bias", "attention/output/LayerNorm/beta", None),
+  ("intermediate/kernel", "intermediate/dense/kernel", None),
+  ("intermediate/bias", "intermediate/dense/bias", None),
+  ("output/kernel", "output/dense/kernel", None),
+  ("output/bias", "output/dense/bias", None),
+  ("output_norm/scale", "output/LayerNorm/gamma", None),
+  ("output_norm/bias", "output/LayerNorm/beta", None),
 )
 
 
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
-  layer_rows = [Row(f"bert/encoder/layer_{i}/{ours}", f"bert/encoder/layer_{i}/{theirs}",
-                    "encoder", heads_axis)
-                for i in range(config.num_layers) for ours, theirs, heads_axis in _LAYER_ROWS]
+  layer_rows = [
+    Row(f"bert/encoder/layer_{i}/{ours}", f"bert/encoder/layer_{i}/{theirs}", "encoder", heads_axis)
+    for i in range(config.num_layers)
+    for ours, theirs, heads_axis in _LAYER_ROWS
+  ]
   return list(_FIXED_ROWS[:5]) + layer_rows + list(_FIXED_ROWS[5:])
 
 
@@ -83,6 +89,6 @@ def params_from_tf(variable_shapes, read, config: ModelConfig, source: str):
     UserInputError: variables are missing, unexpected or of another shape (one message).
   """
   ignored = frozenset(name for name in variable_shapes if _is_bookkeeping(name))
-  return weight_table.import_params(rows(config), variable_shapes, read, config, source=source,
-                                    ignored=ignored)
-
+  return weight_table.import_params(
+    rows(config), variable_shapes, read, config, source=source, ignored=ignored
+  )

@@ -42,6 +42,7 @@ class Row:
     transpose: the foreign tensor is the (merged, 2-D) array transposed (PyTorch Linear
       weights are [out, in]).
   """
+
   ours: str
   theirs: str
   group: str
@@ -54,7 +55,7 @@ def _merged_shape(row: Row, shape) -> tuple:
   if row.heads_axis is None:
     return shape
   axis = row.heads_axis
-  return shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+  return shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2 :]
 
 
 def their_shape(row: Row, our_shape) -> tuple:
@@ -75,11 +76,15 @@ def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/encoder/layer_0/...": shape} of `BertForPreTraining` in the unscanned layout."""
-  config = dataclasses.replace(config, scan_layers=False, remat_policy="none",
-                               attention_kind="dense")
+  config = dataclasses.replace(
+    config, scan_layers=False, remat_policy="none", attention_kind="dense"
+  )
   ids = jnp.zeros((1, 2), jnp.int32)
-  boxed = jax.eval_shape(lambda: BertForPreTraining(config).init(
-      {"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1))
+  boxed = jax.eval_shape(
+    lambda: BertForPreTraining(config).init(
+      {"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1
+    )
+  )
   flat = flatten(nn.unbox(boxed)["params"])
   return {path: tuple(leaf.shape) for path, leaf in flat.items()}
 
@@ -90,8 +95,15 @@ def _examples(names, count=3, separator=", "):
   return separator.join(names[:count]) + more
 
 
-def import_params(rows, their_shapes: Mapping[str, tuple], read: Callable[[str], np.ndarray],
-                  config: ModelConfig, *, source: str, ignored=frozenset()):
+def import_params(
+  rows,
+  their_shapes: Mapping[str, tuple],
+  read: Callable[[str], np.ndarray],
+  config: ModelConfig,
+  *,
+  source: str,
+  ignored=frozenset(),
+):
   """Checks a foreign checkpoint against ``rows`` and returns bert_jax params (numpy, float32).
 
   Args:
@@ -125,14 +137,19 @@ def import_params(rows, their_shapes: Mapping[str, tuple], read: Callable[[str],
   if unexpected:
     problems.append(f"{len(unexpected)} unexpected ({_examples(unexpected)})")
   if mismatched:
-    problems.append(f"{len(mismatched)} of another shape than the config implies "
-                    f"({_examples(mismatched, 2, '; ')})")
+    problems.append(
+      f"{len(mismatched)} of another shape than the config implies "
+      f"({_examples(mismatched, 2, '; ')})"
+    )
   if problems:
     raise UserInputError(
-        f"{source} does not fit a BERT of its config: tensors {'; '.join(problems)}; convert "
-        "a BertModel / BertForPreTraining checkpoint together with its own config")
-  flat = {row.ours: to_ours(row, np.asarray(read(row.theirs), np.float32), our_shapes[row.ours])
-          for row in wanted}
+      f"{source} does not fit a BERT of its config: tensors {'; '.join(problems)}; convert "
+      "a BertModel / BertForPreTraining checkpoint together with its own config"
+    )
+  flat = {
+    row.ours: to_ours(row, np.asarray(read(row.theirs), np.float32), our_shapes[row.ours])
+    for row in wanted
+  }
   return traverse_util.unflatten_dict(flat, sep="/")
 
 
@@ -144,8 +161,11 @@ def flatten(params) -> dict:
 def export_params(rows, params) -> dict:
   """Foreign name -> numpy array for every row whose parameter ``params`` (unscanned) holds."""
   flat = flatten(params)
-  return {row.theirs: np.asarray(to_theirs(row, np.asarray(flat[row.ours])))
-          for row in rows if row.ours in flat}
+  return {
+    row.theirs: np.asarray(to_theirs(row, np.asarray(flat[row.ours])))
+    for row in rows
+    if row.ours in flat
+  }
 
 
 def unscanned(params, config: ModelConfig):

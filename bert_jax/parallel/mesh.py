@@ -28,6 +28,7 @@ class MeshConfig:
   the slices). ``dcn_data`` defaults to -1, so a multi-slice run is data-parallel across
   slices without further settings and a single slice is unaffected.
   """
+
   data: int = -1
   fsdp: int = 1
   tensor: int = 1
@@ -40,11 +41,13 @@ class MeshConfig:
     for names, sizes in ((MESH_AXES, self.ici), (DCN_AXES, self.dcn)):
       bad = [f"mesh.{n}={s}" for n, s in zip(names, sizes) if s == 0 or s < -1]
       if bad:
-        raise UserInputError(f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the "
-                             "rest of the devices")
+        raise UserInputError(
+          f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the rest of the devices"
+        )
       if sizes.count(-1) > 1:
-        raise UserInputError(f"{_shown(names, sizes)} has more than one -1; let at most one "
-                             "axis take the rest")
+        raise UserInputError(
+          f"{_shown(names, sizes)} has more than one -1; let at most one axis take the rest"
+        )
 
   @property
   def ici(self) -> tuple:
@@ -61,8 +64,9 @@ def _shown(names, sizes) -> str:
   return "mesh " + " ".join(f"{n}={s}" for n, s in zip(names, sizes))
 
 
-def resolve_axis_sizes(requested: Sequence[int], count: int, names=MESH_AXES,
-                       what: str = "devices") -> tuple:
+def resolve_axis_sizes(
+  requested: Sequence[int], count: int, names=MESH_AXES, what: str = "devices"
+) -> tuple:
   """Replaces a single -1 by what is left of ``count`` and checks the product.
 
   Args:
@@ -82,14 +86,16 @@ def resolve_axis_sizes(requested: Sequence[int], count: int, names=MESH_AXES,
   known = math.prod(s for s in sizes if s != -1)
   if count % known:
     raise UserInputError(
-        f"{_shown(names, requested)} does not divide the {count} {what}; valid axis sizes: "
-        f"{choices}, with product {count} (-1 takes the rest)")
+      f"{_shown(names, requested)} does not divide the {count} {what}; valid axis sizes: "
+      f"{choices}, with product {count} (-1 takes the rest)"
+    )
   if -1 in sizes:
     sizes[sizes.index(-1)] = count // known
   if math.prod(sizes) != count:
     raise UserInputError(
-        f"{_shown(names, requested)} uses {math.prod(sizes)} of the {count} {what}; make the "
-        f"product {count} from the valid axis sizes {choices}, or set one axis to -1 for the rest")
+      f"{_shown(names, requested)} uses {math.prod(sizes)} of the {count} {what}; make the "
+      f"product {count} from the valid axis sizes {choices}, or set one axis to -1 for the rest"
+    )
   return tuple(sizes)
 
 
@@ -112,12 +118,17 @@ def axis_sizes(config: MeshConfig, devices) -> tuple:
     slices = math.prod(s for s in config.dcn if s != -1)
   if len(devices) % slices:
     raise UserInputError(
-        f"{_shown(DCN_AXES, config.dcn)} asks for {slices} slices, which does not divide the "
-        f"{len(devices)} devices; valid slice counts: "
-        + ", ".join(str(d) for d in range(1, len(devices) + 1) if len(devices) % d == 0))
+      f"{_shown(DCN_AXES, config.dcn)} asks for {slices} slices, which does not divide the "
+      f"{len(devices)} devices; valid slice counts: "
+      + ", ".join(str(d) for d in range(1, len(devices) + 1) if len(devices) % d == 0)
+    )
   dcn = resolve_axis_sizes(config.dcn, slices, DCN_AXES, "slices")
-  ici = resolve_axis_sizes(config.ici, len(devices) // slices, MESH_AXES,
-                           "devices" if slices == 1 else "devices of each slice")
+  ici = resolve_axis_sizes(
+    config.ici,
+    len(devices) // slices,
+    MESH_AXES,
+    "devices" if slices == 1 else "devices of each slice",
+  )
   return ici, dcn
 
 
@@ -147,6 +158,5 @@ def make_mesh(config: MeshConfig, devices=None) -> Mesh:
   elif _slice_count(devices) is None:
     array = _stand_in_hybrid_mesh(ici, dcn, devices)
   else:
-    array = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices,
-                                                 allow_split_physical_axes=True)
+    array = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, allow_split_physical_axes=True)
   return Mesh(array, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))

@@ -32,8 +32,11 @@ def _divisible_spec(spec: PartitionSpec, shape, mesh: Mesh) -> PartitionSpec:
 
 def strip_boxes(tree):
   """Removes logical-partitioning boxes without applying their constraints (unlike unbox)."""
-  return jax.tree.map(lambda x: x.value if isinstance(x, nn.Partitioned) else x, tree,
-                      is_leaf=lambda x: isinstance(x, nn.Partitioned))
+  return jax.tree.map(
+    lambda x: x.value if isinstance(x, nn.Partitioned) else x,
+    tree,
+    is_leaf=lambda x: isinstance(x, nn.Partitioned),
+  )
 
 
 def logical_shardings(abstract_tree, mesh: Mesh, rules):
@@ -52,8 +55,11 @@ def logical_shardings(abstract_tree, mesh: Mesh, rules):
   mesh_specs = nn.logical_to_mesh(specs, rules)
   unboxed = strip_boxes(abstract_tree)
   return jax.tree.map(
-      lambda spec, leaf: NamedSharding(mesh, _divisible_spec(spec, leaf.shape, mesh)),
-      mesh_specs, unboxed, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    lambda spec, leaf: NamedSharding(mesh, _divisible_spec(spec, leaf.shape, mesh)),
+    mesh_specs,
+    unboxed,
+    is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
 
 
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
@@ -78,7 +84,9 @@ def host_batch_to_global(host_batch, mesh: Mesh):
   Returns:
     Dict of global arrays with leading dimension = global batch.
   """
+
   def to_global(x):
     x = np.asarray(x)
     return jax.make_array_from_process_local_data(batch_sharding(mesh, x.ndim), x)
+
   return {name: to_global(x) for name, x in host_batch.items()}

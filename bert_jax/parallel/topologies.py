@@ -21,6 +21,7 @@ class Chip:
   out-of-memory errors), a little under the data-sheet size. Peak FLOP/s per device kind live
   in `bert_jax.train.flops`, with the other accelerators'.
   """
+
   device_kind: str
   hbm_bytes: int
   hbm_bandwidth: float  # Bytes/s (data sheet).
@@ -29,16 +30,17 @@ class Chip:
 # Data sheets: v4 32 GiB at 1.2 TB/s; v5e 16 GiB at 819 GB/s; v5p 95 GB at 2.765 TB/s; v6e
 # 32 GiB at 1.64 TB/s.
 CHIPS = {
-    "v4": Chip("TPU v4", int(30.75 * _GIB), 1.2e12),
-    "v5e": Chip("TPU v5 lite", int(15.75 * _GIB), 819e9),
-    "v5p": Chip("TPU v5", int(95.74 * _GIB), 2.765e12),
-    "v6e": Chip("TPU v6 lite", int(31.25 * _GIB), 1.64e12),
+  "v4": Chip("TPU v4", int(30.75 * _GIB), 1.2e12),
+  "v5e": Chip("TPU v5 lite", int(15.75 * _GIB), 819e9),
+  "v5p": Chip("TPU v5", int(95.74 * _GIB), 2.765e12),
+  "v6e": Chip("TPU v6 lite", int(31.25 * _GIB), 1.64e12),
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
   """A slice type (e.g. v4-32) in the terms `jax.experimental.topologies` takes."""
+
   name: str
   generation: str  # A key of CHIPS.
   topology_name: str  # libtpu's "<chip>:<physical shape>", e.g. "v4:2x2x4".
@@ -53,10 +55,25 @@ class Topology:
 def _table():
   """Slice name -> Topology. v4 and v5p names count TensorCores (2 per chip), v5e and v6e chips;
   every host holds 2x2 chips, except single-host v5e/v6e slices of 1 or 8 chips."""
-  cubes = {8: "2x2x1", 16: "2x2x2", 32: "2x2x4", 64: "2x4x4", 128: "4x4x4", 256: "4x4x8",
-           512: "4x8x8"}
-  planes = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16",
-            256: "16x16"}
+  cubes = {
+    8: "2x2x1",
+    16: "2x2x2",
+    32: "2x2x4",
+    64: "2x4x4",
+    128: "4x4x4",
+    256: "4x4x8",
+    512: "4x8x8",
+  }
+  planes = {
+    1: "1x1",
+    4: "2x2",
+    8: "2x4",
+    16: "4x4",
+    32: "4x8",
+    64: "8x8",
+    128: "8x16",
+    256: "16x16",
+  }
   host_of_plane = {1: (1, 1, 1), 8: (2, 4, 1)}
   table = {}
   for generation, prefix in (("v4", "v4"), ("v5p", "v5")):
@@ -66,8 +83,9 @@ def _table():
   for generation in ("v5e", "v6e"):
     for chips, shape in planes.items():
       name = f"{generation}-{chips}"
-      table[name] = Topology(name, generation, f"{generation}:{shape}", "default",
-                             host_of_plane.get(chips, (2, 2, 1)))
+      table[name] = Topology(
+        name, generation, f"{generation}:{shape}", "default", host_of_plane.get(chips, (2, 2, 1))
+      )
   return table
 
 
@@ -76,18 +94,19 @@ TOPOLOGIES = _table()
 # Keep libtpu from looking for TPU hardware and a GCE metadata server that a CPU host lacks, and
 # from refusing to load while another process (a test, another compile) holds it.
 _QUIET_LIBTPU_ENV = {
-    "TPU_SKIP_MDS_QUERY": "1",
-    "TPU_ACCELERATOR_TYPE": "v5litepod-16",
-    "TPU_WORKER_HOSTNAMES": "localhost",
-    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+  "TPU_SKIP_MDS_QUERY": "1",
+  "TPU_ACCELERATOR_TYPE": "v5litepod-16",
+  "TPU_WORKER_HOSTNAMES": "localhost",
+  "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
 
 
 def get_topology(name: str) -> Topology:
   """The slice type called ``name`` (e.g. "v4-32"); UserInputError listing the known ones."""
   if name not in TOPOLOGIES:
-    raise UserInputError(f"unknown TPU topology {name!r}; valid topologies: "
-                         f"{', '.join(TOPOLOGIES)}")
+    raise UserInputError(
+      f"unknown TPU topology {name!r}; valid topologies: {', '.join(TOPOLOGIES)}"
+    )
   return TOPOLOGIES[name]
 
 
@@ -97,14 +116,22 @@ def topology_devices(topology: Topology, num_slices: int = 1) -> list:
   Needs libtpu; ordinary computation stays on the host's own backend (JAX_PLATFORMS=cpu).
   """
   if importlib.util.find_spec("libtpu") is None:
-    raise UserInputError("libtpu is not installed, so TPU programs cannot be compiled here; "
-                         "run pip install -e '.[tpu]'")
+    raise UserInputError(
+      "libtpu is not installed, so TPU programs cannot be compiled here; "
+      "run pip install -e '.[tpu]'"
+    )
   if num_slices < 1:
     raise UserInputError(f"num_slices={num_slices} must be at least 1")
   for key, value in _QUIET_LIBTPU_ENV.items():
     os.environ.setdefault(key, value)
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
-  return list(topologies.get_topology_desc(
-      platform="tpu", topology_name=topology.topology_name,
+
+  return list(
+    topologies.get_topology_desc(
+      platform="tpu",
+      topology_name=topology.topology_name,
       chip_config_name=topology.chip_config_name,
-      chips_per_host_bounds=topology.chips_per_host_bounds, num_slices=num_slices).devices)
+      chips_per_host_bounds=topology.chips_per_host_bounds,
+      num_slices=num_slices,
+    ).devices
+  )

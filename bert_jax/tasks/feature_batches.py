@@ -43,8 +43,9 @@ def _num_rows(arrays, what):
 class FeatureBatches:
   """An iterator of host batches with the resumable ``position`` (global rows consumed)."""
 
-  def __init__(self, arrays, *, split, seed, global_batch_size, process_index, process_count,
-               start_position=0):
+  def __init__(
+    self, arrays, *, split, seed, global_batch_size, process_index, process_count, start_position=0
+  ):
     self._arrays = arrays
     self._num_rows = _num_rows(arrays, split)
     self._split, self._seed = split, seed
@@ -108,8 +109,9 @@ class FeatureData(abc.ABC):
     splits = (("train", train_arrays), ("eval", eval_arrays))
     for split, arrays in splits + ((("test", test_arrays),) if test_arrays is not None else ()):
       if not _num_rows(arrays, split):
-        raise UserInputError(f"the {split} data holds no example; check data.{split}_path "
-                             "or data.tfds_*_split")
+        raise UserInputError(
+          f"the {split} data holds no example; check data.{split}_path or data.tfds_*_split"
+        )
     self.train_arrays = train_arrays
     self.eval_arrays = eval_arrays
     self.test_arrays = test_arrays
@@ -123,18 +125,22 @@ class FeatureData(abc.ABC):
   def num_eval_examples(self) -> int:
     return _num_rows(self.eval_arrays, "eval")
 
-  def batches(self, split, seed, global_batch_size, process_index, process_count,
-              start_position=0):
+  def batches(self, split, seed, global_batch_size, process_index, process_count, start_position=0):
     """Host batches of ``split`` ("train": endless; "eval": finite, padded)."""
     if split not in SPLITS:
       raise ValueError(f"split={split!r}; choose one of {SPLITS}")
-    arrays = {"train": self.train_arrays, "eval": self.eval_arrays,
-              "test": self.test_arrays}[split]
+    arrays = {"train": self.train_arrays, "eval": self.eval_arrays, "test": self.test_arrays}[split]
     if arrays is None:
       raise ValueError("this run has no test split (data.test_path is empty)")
-    return FeatureBatches(arrays, split=split, seed=seed, global_batch_size=global_batch_size,
-                          process_index=process_index, process_count=process_count,
-                          start_position=start_position)
+    return FeatureBatches(
+      arrays,
+      split=split,
+      seed=seed,
+      global_batch_size=global_batch_size,
+      process_index=process_index,
+      process_count=process_count,
+      start_position=start_position,
+    )
 
   @abc.abstractmethod
   def eval_metrics(self, predictions):

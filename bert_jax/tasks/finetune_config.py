@@ -59,12 +59,17 @@ class FinetuneDataConfig:
       best span's by more than this.
     num_choices: multiple_choice: endings per example (SWAG: 4).
   """
+
   train_path: str = ""
   eval_path: str = ""
-  test_path: str = option("", help="classification: unlabelled test file (GLUE test.tsv) "
-                          "predicted at the end of training into <workdir>/predictions/")
+  test_path: str = option(
+    "",
+    help="classification: unlabelled test file (GLUE test.tsv) "
+    "predicted at the end of training into <workdir>/predictions/",
+  )
   write_eval_predictions: bool = option(
-      False, help="classification: also write eval predictions to <workdir>/predictions/dev/")
+    False, help="classification: also write eval predictions to <workdir>/predictions/dev/"
+  )
   tfds_name: str = ""
   tfds_data_dir: str = ""
   tfds_train_split: str = "train"
@@ -90,28 +95,38 @@ class FinetuneDataConfig:
 
   def __post_init__(self):
     names = self.label_names
-    object.__setattr__(self, "label_names",
-                       (names,) if isinstance(names, str) else tuple(str(n) for n in names))
+    object.__setattr__(
+      self, "label_names", (names,) if isinstance(names, str) else tuple(str(n) for n in names)
+    )
     if self.max_seq_length < 3:
-      raise UserInputError(f"data.max_seq_length={self.max_seq_length} leaves no room for "
-                           "[CLS] text [SEP]; use at least 3 (BERT: 128, SQuAD: 384)")
+      raise UserInputError(
+        f"data.max_seq_length={self.max_seq_length} leaves no room for "
+        "[CLS] text [SEP]; use at least 3 (BERT: 128, SQuAD: 384)"
+      )
     for key in ("max_train_examples", "max_eval_examples"):
       if getattr(self, key) < 0:
         raise UserInputError(f"data.{key}={getattr(self, key)} must be 0 (all) or a count >= 1")
-    for key in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                "num_choices"):
+    for key in (
+      "doc_stride",
+      "max_query_length",
+      "n_best_size",
+      "max_answer_length",
+      "num_choices",
+    ):
       if getattr(self, key) < 1:
         raise UserInputError(f"data.{key}={getattr(self, key)} must be at least 1")
     if self.glue_task:
       glue.glue_layout(self.glue_task)  # Unknown GLUE task names fail here, before any work.
     if self.tfds_name and (self.train_path or self.eval_path):
       raise UserInputError(
-          f"data.tfds_name={self.tfds_name!r} and data.train_path / data.eval_path are both "
-          "set; keep one of the two sources")
+        f"data.tfds_name={self.tfds_name!r} and data.train_path / data.eval_path are both "
+        "set; keep one of the two sources"
+      )
     if not self.tfds_name and not (self.train_path and self.eval_path):
       raise UserInputError(
-          "fine-tuning needs its examples: set data.train_path and data.eval_path to local "
-          "files, or data.tfds_name to a TFDS dataset prepared locally")
+        "fine-tuning needs its examples: set data.train_path and data.eval_path to local "
+        "files, or data.tfds_name to a TFDS dataset prepared locally"
+      )
 
   @property
   def uses_tfds(self) -> bool:

@@ -22,6 +22,7 @@ def _cross_entropy(logits_NC, labels_N):
 @dataclasses.dataclass(frozen=True)
 class PretrainingTask:
   """BERT pretraining: MLM at the masked positions, plus NSP when ``use_nsp``."""
+
   model_config: ModelConfig
   max_seq_length: int
   max_predictions_per_seq: int
@@ -31,12 +32,15 @@ class PretrainingTask:
     """Zero-filled numpy batch with the pipeline's schema (shapes and dtypes)."""
     length, predictions = self.max_seq_length, self.max_predictions_per_seq
     ints = lambda *shape: np.zeros(shape, np.int32)  # pylint: disable=unnecessary-lambda-assignment
-    return {"input_ids": ints(batch_size, length), "token_type_ids": ints(batch_size, length),
-            "input_mask": np.ones((batch_size, length), np.int32),
-            "masked_lm_positions": ints(batch_size, predictions),
-            "masked_lm_ids": ints(batch_size, predictions),
-            "masked_lm_weights": np.zeros((batch_size, predictions), np.float32),
-            "next_sentence_labels": ints(batch_size)}
+    return {
+      "input_ids": ints(batch_size, length),
+      "token_type_ids": ints(batch_size, length),
+      "input_mask": np.ones((batch_size, length), np.int32),
+      "masked_lm_positions": ints(batch_size, predictions),
+      "masked_lm_ids": ints(batch_size, predictions),
+      "masked_lm_weights": np.zeros((batch_size, predictions), np.float32),
+      "next_sentence_labels": ints(batch_size),
+    }
 
   def random_batch(self, batch_size: int, seed: int = 0):
     """A random batch with padding and masked positions (benchmarks and step-level tests)."""
@@ -45,42 +49,49 @@ class PretrainingTask:
     vocab = self.model_config.vocab_size
     lengths = rng.integers(max(length // 2, predictions), length + 1, size=batch_size)
     input_mask = (np.arange(length)[None, :] < lengths[:, None]).astype(np.int32)
-    positions = np.stack([np.sort(rng.choice(n, size=predictions, replace=False))
-                          for n in lengths])
+    positions = np.stack([np.sort(rng.choice(n, size=predictions, replace=False)) for n in lengths])
     return {
-        "input_ids": (rng.integers(5, vocab, size=(batch_size, length)) * input_mask
-                     ).astype(np.int32),
-        "token_type_ids": ((np.arange(length)[None, :] >= lengths[:, None] // 2) *
-                           input_mask).astype(np.int32),
-        "input_mask": input_mask,
-        "masked_lm_positions": positions.astype(np.int32),
-        "masked_lm_ids": rng.integers(5, vocab, size=(batch_size, predictions)).astype(np.int32),
-        "masked_lm_weights": (rng.random((batch_size, predictions)) < 0.9).astype(np.float32),
-        "next_sentence_labels": rng.integers(0, 2, size=batch_size).astype(np.int32),
+      "input_ids": (rng.integers(5, vocab, size=(batch_size, length)) * input_mask).astype(
+        np.int32
+      ),
+      "token_type_ids": ((np.arange(length)[None, :] >= lengths[:, None] // 2) * input_mask).astype(
+        np.int32
+      ),
+      "input_mask": input_mask,
+      "masked_lm_positions": positions.astype(np.int32),
+      "masked_lm_ids": rng.integers(5, vocab, size=(batch_size, predictions)).astype(np.int32),
+      "masked_lm_weights": (rng.random((batch_size, predictions)) < 0.9).astype(np.float32),
+      "next_sentence_labels": rng.integers(0, 2, size=batch_size).astype(np.int32),
     }
 
   def model(self, deterministic: bool) -> BertForPreTraining:
     return BertForPreTraining(self.model_config, deterministic=deterministic)
 
   def model_inputs(self, batch):
-    return (batch["input_ids"], batch["token_type_ids"], batch["input_mask"],
-            batch["masked_lm_positions"])
+    return (
+      batch["input_ids"],
+      batch["token_type_ids"],
+      batch["input_mask"],
+      batch["masked_lm_positions"],
+    )
 
   def denominators(self, batch):
     """Normalisers of the global batch: number of real predictions and of examples."""
-    return {"mlm_weight": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
-            "examples": jnp.float32(batch["input_ids"].shape[0])}
+    return {
+      "mlm_weight": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+      "examples": jnp.float32(batch["input_ids"].shape[0]),
+    }
 
   def loss_and_sums(self, outputs, batch, denominators):
     """Loss to differentiate (already normalised by the global denominators) and metric sums."""
     weights_BP = batch["masked_lm_weights"].astype(jnp.float32)
     mlm_logits_BPV = outputs["mlm_logits"]
     mlm_ce_BP = _cross_entropy(mlm_logits_BPV, batch["masked_lm_ids"])
-    mlm_correct_BP = (jnp.argmax(mlm_logits_BPV, -1) == batch["masked_lm_ids"])
+    mlm_correct_BP = jnp.argmax(mlm_logits_BPV, -1) == batch["masked_lm_ids"]
     sums = {
-        "mlm_loss": jnp.sum(mlm_ce_BP * weights_BP),
-        "mlm_accuracy": jnp.sum(mlm_correct_BP * weights_BP),
-        "mlm_weight": jnp.sum(weights_BP),
+      "mlm_loss": jnp.sum(mlm_ce_BP * weights_BP),
+      "mlm_accuracy": jnp.sum(mlm_correct_BP * weights_BP),
+      "mlm_weight": jnp.sum(weights_BP),
     }
     loss = sums["mlm_loss"] / denominators["mlm_weight"]
     if self.use_nsp:
@@ -96,8 +107,10 @@ class PretrainingTask:
   def metrics_from_sums(self, sums):
     """Host-side: per-prediction / per-example means from accumulated sums."""
     mlm_weight = max(float(sums["mlm_weight"]), 1.0)
-    metrics = {"mlm_loss": float(sums["mlm_loss"]) / mlm_weight,
-               "mlm_accuracy": float(sums["mlm_accuracy"]) / mlm_weight}
+    metrics = {
+      "mlm_loss": float(sums["mlm_loss"]) / mlm_weight,
+      "mlm_accuracy": float(sums["mlm_accuracy"]) / mlm_weight,
+    }
     loss = metrics["mlm_loss"]
     if self.use_nsp:
       examples = max(float(sums["examples"]), 1.0)
@@ -112,9 +125,12 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingT
   """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
   del data
   # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
-  return PretrainingTask(model_config, data_config.max_seq_length,
-                         data_config.max_predictions_per_seq,
-                         use_nsp=data_config.objective != "none")
+  return PretrainingTask(
+    model_config,
+    data_config.max_seq_length,
+    data_config.max_predictions_per_seq,
+    use_nsp=data_config.objective != "none",
+  )
 
 
 def sum_trees(a, b):

@@ -31,18 +31,18 @@ from bert_jax.tasks.tagging import objective as tagging_objective
 
 # config.task -> make_task(model_config, data_config, data) of its objective.
 MAKE_TASK = {
-    names.PRETRAINING: pretraining.make_task,
-    names.CLASSIFICATION: classification_objective.make_task,
-    names.TAGGING: tagging_objective.make_task,
-    names.SPAN_QA: span_qa_objective.make_task,
-    names.MULTIPLE_CHOICE: multiple_choice_objective.make_task,
+  names.PRETRAINING: pretraining.make_task,
+  names.CLASSIFICATION: classification_objective.make_task,
+  names.TAGGING: tagging_objective.make_task,
+  names.SPAN_QA: span_qa_objective.make_task,
+  names.MULTIPLE_CHOICE: multiple_choice_objective.make_task,
 }
 # Fine-tuning config.task -> make_data(data_config, tokenizer) of its data object.
 MAKE_FINETUNING_DATA = {
-    names.CLASSIFICATION: classification_data.make_data,
-    names.TAGGING: tagging_data.make_data,
-    names.SPAN_QA: span_qa_data.make_data,
-    names.MULTIPLE_CHOICE: multiple_choice_data.make_data,
+  names.CLASSIFICATION: classification_data.make_data,
+  names.TAGGING: tagging_data.make_data,
+  names.SPAN_QA: span_qa_data.make_data,
+  names.MULTIPLE_CHOICE: multiple_choice_data.make_data,
 }
 
 
@@ -67,19 +67,22 @@ def make_data(settings):
       missing or malformed (from the task's reader).
   """
   if settings.trainer.task == names.PRETRAINING:
-    return pretraining_pipeline.PretrainingData(settings.data,
-                                                model_vocab_size=settings.model.vocab_size)
+    return pretraining_pipeline.PretrainingData(
+      settings.data, model_vocab_size=settings.model.vocab_size
+    )
   if settings.data.test_path and settings.trainer.task != names.CLASSIFICATION:
     raise UserInputError(
-        f"data.test_path is set but task {settings.trainer.task!r} writes no test predictions "
-        "(only classification does; span_qa writes its eval predictions); unset it")
+      f"data.test_path is set but task {settings.trainer.task!r} writes no test predictions "
+      "(only classification does; span_qa writes its eval predictions); unset it"
+    )
   vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.trainer.init_from)
   tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=settings.data.lowercase)
   if tokenizer.vocab_size != settings.model.vocab_size:
     raise UserInputError(
-        f"vocab {vocab_path} has {tokenizer.vocab_size} entries but model.vocab_size is "
-        f"{settings.model.vocab_size}; set model.vocab_size={tokenizer.vocab_size} or "
-        "data.vocab_path to the vocab the pretrained model was trained with")
+      f"vocab {vocab_path} has {tokenizer.vocab_size} entries but model.vocab_size is "
+      f"{settings.model.vocab_size}; set model.vocab_size={tokenizer.vocab_size} or "
+      "data.vocab_path to the vocab the pretrained model was trained with"
+    )
   return MAKE_FINETUNING_DATA[settings.trainer.task](settings.data, tokenizer)
 
 

@@ -11,10 +11,13 @@ import numpy as np
 
 def encoder_batch(shape, batch_size: int) -> dict:
   """Zero-filled encoder inputs of ``shape`` (e.g. [B, L] or [B, C, L]) plus row weights/ids."""
-  return {"input_ids": np.zeros(shape, np.int32), "token_type_ids": np.zeros(shape, np.int32),
-          "input_mask": np.ones(shape, np.int32),
-          "example_weight": np.zeros((batch_size,), np.float32),
-          "row_id": np.full((batch_size,), -1, np.int32)}
+  return {
+    "input_ids": np.zeros(shape, np.int32),
+    "token_type_ids": np.zeros(shape, np.int32),
+    "input_mask": np.ones(shape, np.int32),
+    "example_weight": np.zeros((batch_size,), np.float32),
+    "row_id": np.full((batch_size,), -1, np.int32),
+  }
 
 
 class WeightedRowsTask:

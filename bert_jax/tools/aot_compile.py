@@ -34,13 +34,16 @@ from bert_jax.tools import cli
 _GIB = 2**30
 
 # For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops.
-_NO_WINDOWED_EINSUM = {"xla_tpu_enable_windowed_einsum_for_all_gather": False,
-                       "xla_tpu_enable_windowed_einsum_for_reduce_scatter": False}
+_NO_WINDOWED_EINSUM = {
+  "xla_tpu_enable_windowed_einsum_for_all_gather": False,
+  "xla_tpu_enable_windowed_einsum_for_reduce_scatter": False,
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class AotResult:
   """What one ahead-of-time compile found; ``report`` is the JSON line."""
+
   report: dict
   compiled: object  # jax.stages.Compiled, or None when the compiler ran out of memory.
   mesh: object
@@ -52,9 +55,12 @@ def _abstract_inputs(training, mesh, batch_size: int):
   import jax  # pylint: disable=g-import-not-at-top
 
   from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+
   example = training.task.example_batch(batch_size)
-  batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding.batch_sharding(mesh, v.ndim))
-           for k, v in example.items()}
+  batch = {
+    k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding.batch_sharding(mesh, v.ndim))
+    for k, v in example.items()
+  }
   key = jax.eval_shape(lambda: jax.random.key(0))
   rng = jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=sharding.replicated(mesh))
   return training.abstract_state, batch, rng
@@ -65,10 +71,12 @@ def _compile(settings, mesh, compiler_options=None):
   import jax  # pylint: disable=g-import-not-at-top
 
   from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
+
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
     lowered = training.train_step.lower(
-        *_abstract_inputs(training, mesh, settings.trainer.global_batch_size))
+      *_abstract_inputs(training, mesh, settings.trainer.global_batch_size)
+    )
   try:
     return lowered.compile(compiler_options=compiler_options), "", training
   except jax.errors.JaxRuntimeError as error:
@@ -92,48 +100,67 @@ def _unrolled(settings, num_layers: int):
   trainer = settings.trainer
   micro_batch = trainer.global_batch_size // trainer.gradient_accumulation_steps
   return dataclasses.replace(
-      settings,
-      model=dataclasses.replace(settings.model, num_layers=num_layers, scan_layers=False),
-      trainer=dataclasses.replace(trainer, global_batch_size=micro_batch,
-                                  gradient_accumulation_steps=1))
+    settings,
+    model=dataclasses.replace(settings.model, num_layers=num_layers, scan_layers=False),
+    trainer=dataclasses.replace(
+      trainer, global_batch_size=micro_batch, gradient_accumulation_steps=1
+    ),
+  )
 
 
 def _step_cost(settings, mesh, compiled) -> dict:
   """FLOPs and bytes accessed per device per step, with where they came from."""
   flops, bytes_accessed, has_loops = _cost(compiled)
   if not has_loops:
-    return {"flops": flops, "bytes_accessed": bytes_accessed, "source": "compiled step",
-            "lower_bound": False}
+    return {
+      "flops": flops,
+      "bytes_accessed": bytes_accessed,
+      "source": "compiled step",
+      "lower_bound": False,
+    }
   costs = []
   for num_layers in (1, 2):
     unrolled, oom, _ = _compile(_unrolled(settings, num_layers), mesh, _NO_WINDOWED_EINSUM)
     if unrolled is None:
-      raise UserInputError(f"the {num_layers}-layer step compiled for its cost ran out of "
-                           f"memory: {oom}")
+      raise UserInputError(
+        f"the {num_layers}-layer step compiled for its cost ran out of memory: {oom}"
+      )
     costs.append(_cost(unrolled))
   (flops_1, bytes_1, loops_1), (flops_2, bytes_2, loops_2) = costs
   layers = settings.model.num_layers
   accumulation = settings.trainer.gradient_accumulation_steps
-  return {"flops": accumulation * (flops_1 + (layers - 1) * (flops_2 - flops_1)),
-          "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
-          "source": "unrolled 1- and 2-layer compiles, extrapolated",
-          # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
-          "lower_bound": loops_1 or loops_2}
+  return {
+    "flops": accumulation * (flops_1 + (layers - 1) * (flops_2 - flops_1)),
+    "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
+    "source": "unrolled 1- and 2-layer compiles, extrapolated",
+    # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
+    "lower_bound": loops_1 or loops_2,
+  }
 
 
 def _memory(compiled) -> dict:
   stats = compiled.memory_analysis()
-  memory = {"arguments": stats.argument_size_in_bytes, "temporaries": stats.temp_size_in_bytes,
-            "outputs": stats.output_size_in_bytes, "aliased": stats.alias_size_in_bytes,
-            "code": stats.generated_code_size_in_bytes}
+  memory = {
+    "arguments": stats.argument_size_in_bytes,
+    "temporaries": stats.temp_size_in_bytes,
+    "outputs": stats.output_size_in_bytes,
+    "aliased": stats.alias_size_in_bytes,
+    "code": stats.generated_code_size_in_bytes,
+  }
   # Donated state buffers are reused for the new state, so aliased bytes are counted once.
-  memory["total"] = (memory["arguments"] + memory["outputs"] - memory["aliased"]
-                     + memory["temporaries"] + memory["code"])
+  memory["total"] = (
+    memory["arguments"]
+    + memory["outputs"]
+    - memory["aliased"]
+    + memory["temporaries"]
+    + memory["code"]
+  )
   return memory
 
 
-def _roofline(peak_flops: float, hbm_bandwidth: float, cost: dict,
-              model_flops_per_device: float) -> dict:
+def _roofline(
+  peak_flops: float, hbm_bandwidth: float, cost: dict, model_flops_per_device: float
+) -> dict:
   """Step time from peak FLOP/s and HBM bandwidth, communication ignored, and the MFU it allows.
 
   XLA's "bytes accessed" adds up the operands and results of every op, including traffic that
@@ -143,10 +170,13 @@ def _roofline(peak_flops: float, hbm_bandwidth: float, cost: dict,
   compute_s = cost["flops"] / peak_flops
   memory_s = cost["bytes_accessed"] / hbm_bandwidth
   step_s = max(compute_s, memory_s)
-  return {"compute_s": compute_s, "memory_s": memory_s,
-          "bound": "compute" if compute_s >= memory_s else "memory",
-          "mfu_ceiling": model_flops_per_device / peak_flops / step_s,
-          "compute_mfu_ceiling": model_flops_per_device / cost["flops"]}
+  return {
+    "compute_s": compute_s,
+    "memory_s": memory_s,
+    "bound": "compute" if compute_s >= memory_s else "memory",
+    "mfu_ceiling": model_flops_per_device / peak_flops / step_s,
+    "compute_mfu_ceiling": model_flops_per_device / cost["flops"],
+  }
 
 
 def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
@@ -174,8 +204,9 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
   ici, dcn = mesh_lib.axis_sizes(settings.mesh, devices)
   mesh = mesh_lib.make_mesh(settings.mesh, devices)
   trainer, model = settings.trainer, settings.model
-  settings_lib.check_batch_fits_mesh(trainer, mesh.shape["data"] * mesh.shape["fsdp"],
-                                     len({d.process_index for d in devices}))
+  settings_lib.check_batch_fits_mesh(
+    trainer, mesh.shape["data"] * mesh.shape["fsdp"], len({d.process_index for d in devices})
+  )
   start = time.perf_counter()
   compiled, oom, training = _compile(settings, mesh)
   compile_s = time.perf_counter() - start
@@ -183,16 +214,27 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
   example = training.task.example_batch(trainer.global_batch_size)
   model_flops = flops_lib.train_flops_for_batch(model, example) / len(devices)
   report = {
-      "topology": topology.name, "num_slices": num_slices, "devices": len(devices),
-      "device_kind": chip.device_kind,
-      "model": {"layers": model.num_layers, "hidden": model.hidden_size, "heads": model.num_heads,
-                "dtype": model.dtype, "attention": model.attention_kind,
-                "remat": model.remat_policy, "scan": model.scan_layers},
-      "global_batch_size": trainer.global_batch_size, "seq_len": example["input_ids"].shape[-1],
-      "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
-      "mesh": dict(mesh.shape), "mesh_ici": dict(zip(mesh_lib.MESH_AXES, ici)),
-      "mesh_dcn": dict(zip(mesh_lib.MESH_AXES, dcn)),
-      "hbm_bytes": chip.hbm_bytes, "compile_s": round(compile_s, 1),
+    "topology": topology.name,
+    "num_slices": num_slices,
+    "devices": len(devices),
+    "device_kind": chip.device_kind,
+    "model": {
+      "layers": model.num_layers,
+      "hidden": model.hidden_size,
+      "heads": model.num_heads,
+      "dtype": model.dtype,
+      "attention": model.attention_kind,
+      "remat": model.remat_policy,
+      "scan": model.scan_layers,
+    },
+    "global_batch_size": trainer.global_batch_size,
+    "seq_len": example["input_ids"].shape[-1],
+    "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
+    "mesh": dict(mesh.shape),
+    "mesh_ici": dict(zip(mesh_lib.MESH_AXES, ici)),
+    "mesh_dcn": dict(zip(mesh_lib.MESH_AXES, dcn)),
+    "hbm_bytes": chip.hbm_bytes,
+    "compile_s": round(compile_s, 1),
   }
   if compiled is None:
     report.update(fits=False, memory=None, out_of_memory=oom, model_flops=model_flops)
@@ -200,12 +242,18 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
   memory = _memory(compiled)
   cost = _step_cost(settings, mesh, compiled)
   report.update(
-      fits=memory["total"] <= chip.hbm_bytes, memory=memory, compiled_flops=cost["flops"],
-      model_flops=model_flops, flops_ratio=cost["flops"] / model_flops,
-      bytes_accessed=cost["bytes_accessed"], cost_source=cost["source"],
-      flops_lower_bound=cost["lower_bound"],
-      roofline=_roofline(flops_lib.device_kind_peak_flops(chip.device_kind), chip.hbm_bandwidth,
-                         cost, model_flops))
+    fits=memory["total"] <= chip.hbm_bytes,
+    memory=memory,
+    compiled_flops=cost["flops"],
+    model_flops=model_flops,
+    flops_ratio=cost["flops"] / model_flops,
+    bytes_accessed=cost["bytes_accessed"],
+    cost_source=cost["source"],
+    flops_lower_bound=cost["lower_bound"],
+    roofline=_roofline(
+      flops_lib.device_kind_peak_flops(chip.device_kind), chip.hbm_bandwidth, cost, model_flops
+    ),
+  )
   return AotResult(report, compiled, mesh, training.state_shardings)
 
 
@@ -214,63 +262,84 @@ def summary(report: dict) -> str:
   gib = lambda n: f"{n / _GIB:.2f} GiB"  # pylint: disable=unnecessary-lambda-assignment
   mesh = " ".join(f"{k}={v}" for k, v in report["mesh"].items())
   dcn = " ".join(f"{k}={v}" for k, v in report["mesh_dcn"].items() if v > 1)
-  lines = [f"{report['topology']} x {report['num_slices']} slice(s): {report['devices']} x "
-           f"{report['device_kind']}; mesh {mesh}" + (f" (across slices: {dcn})" if dcn else "")
-           + f"; batch {report['global_batch_size']} x seq {report['seq_len']}; compiled in "
-           f"{report['compile_s']:.0f} s"]
+  lines = [
+    f"{report['topology']} x {report['num_slices']} slice(s): {report['devices']} x "
+    f"{report['device_kind']}; mesh {mesh}"
+    + (f" (across slices: {dcn})" if dcn else "")
+    + f"; batch {report['global_batch_size']} x seq {report['seq_len']}; compiled in "
+    f"{report['compile_s']:.0f} s"
+  ]
   memory = report["memory"]
   if memory is None:
     lines.append(f"  memory per device: does not fit ({report['out_of_memory']})")
     return "\n".join(lines)
   lines.append(
-      f"  memory per device: arguments {gib(memory['arguments'])}, temporaries "
-      f"{gib(memory['temporaries'])}, outputs {gib(memory['outputs'])} ({gib(memory['aliased'])} "
-      f"aliased to arguments), code {gib(memory['code'])} -> total {gib(memory['total'])} of "
-      f"{gib(report['hbm_bytes'])} HBM: {'fits' if report['fits'] else 'DOES NOT FIT'}")
-  bound = (" (a lower bound: loops counted once, so the MFU figures below are not bounds)"
-           if report["flops_lower_bound"] else "")
+    f"  memory per device: arguments {gib(memory['arguments'])}, temporaries "
+    f"{gib(memory['temporaries'])}, outputs {gib(memory['outputs'])} ({gib(memory['aliased'])} "
+    f"aliased to arguments), code {gib(memory['code'])} -> total {gib(memory['total'])} of "
+    f"{gib(report['hbm_bytes'])} HBM: {'fits' if report['fits'] else 'DOES NOT FIT'}"
+  )
+  bound = (
+    " (a lower bound: loops counted once, so the MFU figures below are not bounds)"
+    if report["flops_lower_bound"]
+    else ""
+  )
   lines.append(
-      f"  FLOPs per device per step: compiled {report['compiled_flops']:.3e}{bound}, model "
-      f"{report['model_flops']:.3e} (ratio {report['flops_ratio']:.2f}; {report['cost_source']})")
+    f"  FLOPs per device per step: compiled {report['compiled_flops']:.3e}{bound}, model "
+    f"{report['model_flops']:.3e} (ratio {report['flops_ratio']:.2f}; {report['cost_source']})"
+  )
   roofline = report["roofline"]
   lines.append(
-      f"  roofline: compute {roofline['compute_s'] * 1e3:.1f} ms, memory "
-      f"{roofline['memory_s'] * 1e3:.1f} ms per step (XLA bytes accessed at HBM bandwidth; "
-      f"{roofline['bound']}-bound) -> MFU ceiling {roofline['mfu_ceiling']:.1%}; compute alone "
-      f"{roofline['compute_mfu_ceiling']:.1%} (communication not counted)")
+    f"  roofline: compute {roofline['compute_s'] * 1e3:.1f} ms, memory "
+    f"{roofline['memory_s'] * 1e3:.1f} ms per step (XLA bytes accessed at HBM bandwidth; "
+    f"{roofline['bound']}-bound) -> MFU ceiling {roofline['mfu_ceiling']:.1%}; compute alone "
+    f"{roofline['compute_mfu_ceiling']:.1%} (communication not counted)"
+  )
   return "\n".join(lines)
 
 
 def refusal(report: dict) -> str:
   """One line saying why the step does not fit, with the sizes."""
   hbm = f"{report['hbm_bytes'] / _GIB:.2f} GiB HBM of a {report['device_kind']}"
-  fixes = ("shard the state (mesh.fsdp), recompute activations (model.remat_policy), or "
-           "accumulate gradients (gradient_accumulation_steps)")
+  fixes = (
+    "shard the state (mesh.fsdp), recompute activations (model.remat_policy), or "
+    "accumulate gradients (gradient_accumulation_steps)"
+  )
   if report["memory"] is None:
-    return (f"the train step does not fit {report['topology']}: the compiler ran out of the "
-            f"{hbm}: {report['out_of_memory']}; {fixes}")
+    return (
+      f"the train step does not fit {report['topology']}: the compiler ran out of the "
+      f"{hbm}: {report['out_of_memory']}; {fixes}"
+    )
   memory = {k: f"{v / _GIB:.2f}" for k, v in report["memory"].items()}
-  return (f"the train step does not fit {report['topology']}: {memory['total']} GiB per device "
-          f"(arguments {memory['arguments']}, temporaries {memory['temporaries']}, outputs "
-          f"{memory['outputs']} GiB) exceeds the {hbm}; {fixes}")
+  return (
+    f"the train step does not fit {report['topology']}: {memory['total']} GiB per device "
+    f"(arguments {memory['arguments']}, temporaries {memory['temporaries']}, outputs "
+    f"{memory['outputs']} GiB) exceeds the {hbm}; {fixes}"
+  )
 
 
 def _define_flags(values: flags.FlagValues, argv):
   # sys_argv: the --config.<key> overrides are found in the arguments actually parsed.
-  config_flags.DEFINE_config_file("config", None, "Config file (configs/*.py).",
-                                  flag_values=values, lock_config=True, sys_argv=argv)
-  flags.DEFINE_string("topology", None, "Cloud TPU slice type, e.g. v4-32 or v5e-16.",
-                      flag_values=values)
-  flags.DEFINE_integer("num_slices", 1, "Slices joined over DCN (multi-slice).",
-                       flag_values=values)
+  config_flags.DEFINE_config_file(
+    "config",
+    None,
+    "Config file (configs/*.py).",
+    flag_values=values,
+    lock_config=True,
+    sys_argv=argv,
+  )
+  flags.DEFINE_string(
+    "topology", None, "Cloud TPU slice type, e.g. v4-32 or v5e-16.", flag_values=values
+  )
+  flags.DEFINE_integer("num_slices", 1, "Slices joined over DCN (multi-slice).", flag_values=values)
 
 
 def _run(values: flags.FlagValues, args):
   if values["config"].value is None or not values["topology"].value:
-    raise UserInputError("--config and --topology are required, e.g. "
-                         "--config=configs/bert_base.py --topology=v4-32")
-  result = aot_compile(values["config"].value, values["topology"].value,
-                       values["num_slices"].value)
+    raise UserInputError(
+      "--config and --topology are required, e.g. --config=configs/bert_base.py --topology=v4-32"
+    )
+  result = aot_compile(values["config"].value, values["topology"].value, values["num_slices"].value)
   report = dict(result.report, argv=" ".join(args))
   print(summary(report), file=sys.stderr)
   print(json.dumps(report), flush=True)
@@ -284,8 +353,9 @@ def main(argv=None) -> int:
   # Ordinary computation stays on this host's CPU; libtpu only compiles.
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
   environment.quiet_tensorflow()
-  return cli.run(__doc__, lambda values: _define_flags(values, argv),
-                 lambda values: _run(values, argv[1:]), argv)
+  return cli.run(
+    __doc__, lambda values: _define_flags(values, argv), lambda values: _run(values, argv[1:]), argv
+  )
 
 
 if __name__ == "__main__":

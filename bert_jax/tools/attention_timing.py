@@ -23,9 +23,11 @@ def layer_forward_backward(module, shape):
   @jax.jit
   def forward_backward(params, x_BLD):
     def loss(params, x_BLD):
-      out_BLD = module.apply({"params": params}, x_BLD, segment_ids_BL,
-                             rngs={"hashing": jax.random.key(3)})
+      out_BLD = module.apply(
+        {"params": params}, x_BLD, segment_ids_BL, rngs={"hashing": jax.random.key(3)}
+      )
       return jnp.sum(out_BLD.astype(jnp.float32) ** 2)
+
     return jax.grad(loss, argnums=(0, 1))(params, x_BLD)
 
   return lambda: jax.block_until_ready(forward_backward(params, x_BLD))

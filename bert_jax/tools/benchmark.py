@@ -12,8 +12,7 @@ import json
 import statistics
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 from ml_collections import config_flags
 
 from bert_jax import environment
@@ -37,10 +36,13 @@ def main(argv):
   del argv
   environment.quiet_tensorflow()
   import jax  # pylint: disable=g-import-not-at-top
+
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
-  from bert_jax.train import flops  # pylint: disable=g-import-not-at-top
-  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import (
+    flops,  # pylint: disable=g-import-not-at-top
+    setup,  # pylint: disable=g-import-not-at-top
+  )
   from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
 
@@ -49,8 +51,9 @@ def main(argv):
   mesh = mesh_lib.make_mesh(settings.mesh)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(training.init_params, training.optimizer, jax.random.key(0),
-                                 training.state_shardings)
+    state = state_lib.init_state(
+      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
+    )
     host_batch = training.task.random_batch(batch_size)
     batch = sharding.host_batch_to_global(host_batch, mesh)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
@@ -63,6 +66,7 @@ def main(argv):
     runners = {"bert_jax": ours}
     if _BASELINE.value == "hf_flax":
       from bert_jax.tools import hf_baseline  # pylint: disable=g-import-not-at-top
+
       hf_step, hf_state = hf_baseline.hf_train_step_and_state(settings.model, training.optimizer)
       hf_holder = {"state": hf_state}
 
@@ -82,24 +86,33 @@ def main(argv):
         times[name] += _timed(run_one, per_round)
 
   seq_len = settings.data.max_seq_length
-  step_flops = flops.train_flops_per_step(settings.model, batch_size, seq_len,
-                                          settings.data.max_predictions_per_seq)
+  step_flops = flops.train_flops_per_step(
+    settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
+  )
   peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
   median = statistics.median(times["bert_jax"])
   result = {
-      "config": _CONFIG.value.model.size, "batch": batch_size, "seq_len": seq_len,
-      "dtype": settings.model.dtype, "attention": settings.model.attention_kind,
-      "devices": jax.device_count(), "device_kind": jax.devices()[0].device_kind,
-      "params": sum(x.size for x in jax.tree.leaves(state.params)),
-      "median_step_s": round(median, 4), "tokens_per_s": round(batch_size * seq_len / median, 1),
-      "mfu": round(step_flops / median / peak, 4), "peak_flops": peak,
-      "steps_timed": len(times["bert_jax"]),
+    "config": _CONFIG.value.model.size,
+    "batch": batch_size,
+    "seq_len": seq_len,
+    "dtype": settings.model.dtype,
+    "attention": settings.model.attention_kind,
+    "devices": jax.device_count(),
+    "device_kind": jax.devices()[0].device_kind,
+    "params": sum(x.size for x in jax.tree.leaves(state.params)),
+    "median_step_s": round(median, 4),
+    "tokens_per_s": round(batch_size * seq_len / median, 1),
+    "mfu": round(step_flops / median / peak, 4),
+    "peak_flops": peak,
+    "steps_timed": len(times["bert_jax"]),
   }
   if "hf_flax" in times:
     hf_median = statistics.median(times["hf_flax"])
-    result.update(hf_flax_median_step_s=round(hf_median, 4),
-                  hf_flax_tokens_per_s=round(batch_size * seq_len / hf_median, 1),
-                  speedup_vs_hf_flax=round(hf_median / median, 3))
+    result.update(
+      hf_flax_median_step_s=round(hf_median, 4),
+      hf_flax_tokens_per_s=round(batch_size * seq_len / hf_median, 1),
+      speedup_vs_hf_flax=round(hf_median / median, 3),
+    )
   print(json.dumps(result), flush=True)
 
 

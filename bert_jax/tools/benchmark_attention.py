@@ -25,16 +25,16 @@ import subprocess
 import sys
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from bert_jax.tools import attention_timing
 
 _KINDS = flags.DEFINE_list("kinds", ["dense", "lsh", "local"], "Attention kinds.")
 _LENGTHS = flags.DEFINE_list("lengths", ["1024", "4096", "16384", "65536"], "Sequence lengths.")
 _DEPTHS = flags.DEFINE_list("depths", [], "Depth mode: encoder depths (empty = attention mode).")
-_MAX_DENSE = flags.DEFINE_integer("max_dense_length", 8192,
-                                  "Longest dense point (its L x L logits must fit in memory).")
+_MAX_DENSE = flags.DEFINE_integer(
+  "max_dense_length", 8192, "Longest dense point (its L x L logits must fit in memory)."
+)
 _D_MODEL = flags.DEFINE_integer("d_model", 256, "Model width.")
 _HEADS = flags.DEFINE_integer("heads", 4, "Attention heads.")
 _CHUNK = flags.DEFINE_integer("chunk_len", 64, "lsh/local chunk length (and lsh bucket size).")
@@ -62,13 +62,22 @@ def _current_rss_mb():
 
 def _model_config(point):
   from bert_jax.models.config import LshOptions, ModelConfig  # pylint: disable=g-import-not-at-top
+
   width = point["d_model"]
   return ModelConfig(
-      vocab_size=8, hidden_size=width, num_heads=point["heads"], intermediate_size=4 * width,
-      num_layers=point.get("depth", 1), max_position_embeddings=point["length"],
-      hidden_dropout_rate=0.0, attention_dropout_rate=0.0, attention_kind=point["kind"],
-      reversible=point.get("blocks") == "reversible", ffn_chunk_len=point.get("ffn_chunk_len", 0),
-      lsh=LshOptions(chunk_len=point["chunk_len"], n_hashes=point["n_hashes"]))
+    vocab_size=8,
+    hidden_size=width,
+    num_heads=point["heads"],
+    intermediate_size=4 * width,
+    num_layers=point.get("depth", 1),
+    max_position_embeddings=point["length"],
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    attention_kind=point["kind"],
+    reversible=point.get("blocks") == "reversible",
+    ffn_chunk_len=point.get("ffn_chunk_len", 0),
+    lsh=LshOptions(chunk_len=point["chunk_len"], n_hashes=point["n_hashes"]),
+  )
 
 
 def _run_point(point):
@@ -82,7 +91,8 @@ def _run_point(point):
   else:
     module = SelfAttention(config)
   run_once = attention_timing.layer_forward_backward(
-      module, (point["batch"], point["length"], point["d_model"]))
+    module, (point["batch"], point["length"], point["d_model"])
+  )
   base_rss_mb = _current_rss_mb()
   start = time.perf_counter()
   run_once()
@@ -93,25 +103,41 @@ def _run_point(point):
     run_once()
     times.append(time.perf_counter() - start)
     cpu_times.append(time.process_time() - cpu_start)
-  return dict(point, fwd_bwd_s=round(statistics.median(times), 4),
-              fwd_bwd_cpu_s=round(statistics.median(cpu_times), 4),
-              first_call_s=round(compile_and_first_s, 2), peak_rss_mb=round(_peak_rss_mb(), 1),
-              base_rss_mb=round(base_rss_mb, 1), tokens_per_s=round(
-                  point["batch"] * point["length"] / statistics.median(times), 1),
-              load_1m=round(os.getloadavg()[0], 2))
+  return dict(
+    point,
+    fwd_bwd_s=round(statistics.median(times), 4),
+    fwd_bwd_cpu_s=round(statistics.median(cpu_times), 4),
+    first_call_s=round(compile_and_first_s, 2),
+    peak_rss_mb=round(_peak_rss_mb(), 1),
+    base_rss_mb=round(base_rss_mb, 1),
+    tokens_per_s=round(point["batch"] * point["length"] / statistics.median(times), 1),
+    load_1m=round(os.getloadavg()[0], 2),
+  )
 
 
 def _points():
-  common = {"d_model": _D_MODEL.value, "heads": _HEADS.value, "chunk_len": _CHUNK.value,
-            "n_hashes": _HASHES.value, "batch": _BATCH.value, "repeats": _REPEATS.value}
+  common = {
+    "d_model": _D_MODEL.value,
+    "heads": _HEADS.value,
+    "chunk_len": _CHUNK.value,
+    "n_hashes": _HASHES.value,
+    "batch": _BATCH.value,
+    "repeats": _REPEATS.value,
+  }
   lengths = [int(n) for n in _LENGTHS.value]
   if _DEPTHS.value:
     for length in lengths:
       for kind in _KINDS.value:
         for blocks in ("ordinary", "reversible"):
           for depth in _DEPTHS.value:
-            yield dict(common, kind=kind, length=length, depth=int(depth), blocks=blocks,
-                       ffn_chunk_len=_CHUNK.value)
+            yield dict(
+              common,
+              kind=kind,
+              length=length,
+              depth=int(depth),
+              blocks=blocks,
+              ffn_chunk_len=_CHUNK.value,
+            )
     return
   for kind in _KINDS.value:
     for length in lengths:
@@ -129,8 +155,12 @@ def main(argv):
   for point in _points():
     # One process per point: its VmHWM is its own peak, untouched by earlier points.
     result = subprocess.run(
-        [sys.executable, "-m", "bert_jax.tools.benchmark_attention", "--point",
-         json.dumps(point)], capture_output=True, text=True, env=env, check=False)
+      [sys.executable, "-m", "bert_jax.tools.benchmark_attention", "--point", json.dumps(point)],
+      capture_output=True,
+      text=True,
+      env=env,
+      check=False,
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode or not lines:
       tail = (result.stderr.strip().splitlines() or ["no output"])[-1]

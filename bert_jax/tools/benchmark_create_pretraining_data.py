@@ -47,7 +47,8 @@ def build_input(path, size_mb, seed):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-      prog="python -m bert_jax.tools.benchmark_create_pretraining_data")
+    prog="python -m bert_jax.tools.benchmark_create_pretraining_data"
+  )
   parser.add_argument("--sizes_mb", default="18,180")
   parser.add_argument("--window_documents", type=int, default=2000)
   args = parser.parse_args(argv)
@@ -59,17 +60,29 @@ def main(argv=None):
       out = os.path.join(tmp, f"out_{size}")
       start = time.perf_counter()
       child = subprocess.run(
-          [sys.executable, "-c", _CHILD, f"--input={text}", f"--output_dir={out}",
-           f"--vocab={default_corpus.default_vocab_path()}",
-           f"--window_documents={args.window_documents}", "--num_shards=4"],
-          check=True, capture_output=True, text=True)
+        [
+          sys.executable,
+          "-c",
+          _CHILD,
+          f"--input={text}",
+          f"--output_dir={out}",
+          f"--vocab={default_corpus.default_vocab_path()}",
+          f"--window_documents={args.window_documents}",
+          "--num_shards=4",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+      )
       measured = json.loads(child.stdout.strip().splitlines()[-1])
       with open(os.path.join(out, "metadata-00000.json"), encoding="utf-8") as f:
         tokens = json.load(f)["counts"]["tokens"]
-      result[f"{size}mb"] = {"peak_rss_mb": round(measured["peak_rss_mb"], 1),
-                             "tokens": tokens,
-                             "tokens_per_s": round(tokens / measured["wall_s"]),
-                             "process_wall_s": round(time.perf_counter() - start, 1)}
+      result[f"{size}mb"] = {
+        "peak_rss_mb": round(measured["peak_rss_mb"], 1),
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / measured["wall_s"]),
+        "process_wall_s": round(time.perf_counter() - start, 1),
+      }
   print(json.dumps(result))
 
 

@@ -17,16 +17,21 @@ import sys
 import tempfile
 import time
 
-from bert_jax.data import default_corpus
-from bert_jax.data import pretraining_pipeline
+from bert_jax.data import default_corpus, pretraining_pipeline
 from bert_jax.tools import create_pretraining_data
 
 
 def _write_default_records(directory, max_seq_length):
-  args = create_pretraining_data.parse_args([
-      f"--input={default_corpus.default_corpus_path()}", f"--output_dir={directory}",
-      f"--vocab={default_corpus.default_vocab_path()}", f"--max_seq_length={max_seq_length}",
-      "--num_shards=4", "--eval_fraction=0"])
+  args = create_pretraining_data.parse_args(
+    [
+      f"--input={default_corpus.default_corpus_path()}",
+      f"--output_dir={directory}",
+      f"--vocab={default_corpus.default_vocab_path()}",
+      f"--max_seq_length={max_seq_length}",
+      "--num_shards=4",
+      "--eval_fraction=0",
+    ]
+  )
   create_pretraining_data.run_process(args, 0)
   return os.path.join(directory, "train-*.tfrecord")
 
@@ -59,15 +64,33 @@ def main(argv=None):
   with tempfile.TemporaryDirectory() as directory:
     pattern = args.tfrecord_pattern or _write_default_records(directory, args.max_seq_length)
     config = pretraining_pipeline.PretrainingDataConfig(
-        tfrecord_pattern=pattern, vocab_path=args.vocab, max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq, masking=args.masking,
-        objective=args.objective, eval_fraction=0.0)
-    rate, elapsed = measure(config, batch_size=args.batch_size, num_batches=args.num_batches,
-                            warmup_batches=args.warmup_batches)
-  print(json.dumps({
-      "sequences_per_sec": round(rate, 1), "max_seq_length": args.max_seq_length,
-      "masking": args.masking, "batch_size": args.batch_size, "num_batches": args.num_batches,
-      "seconds": round(elapsed, 3), "cpu_count": os.cpu_count()}))
+      tfrecord_pattern=pattern,
+      vocab_path=args.vocab,
+      max_seq_length=args.max_seq_length,
+      max_predictions_per_seq=args.max_predictions_per_seq,
+      masking=args.masking,
+      objective=args.objective,
+      eval_fraction=0.0,
+    )
+    rate, elapsed = measure(
+      config,
+      batch_size=args.batch_size,
+      num_batches=args.num_batches,
+      warmup_batches=args.warmup_batches,
+    )
+  print(
+    json.dumps(
+      {
+        "sequences_per_sec": round(rate, 1),
+        "max_seq_length": args.max_seq_length,
+        "masking": args.masking,
+        "batch_size": args.batch_size,
+        "num_batches": args.num_batches,
+        "seconds": round(elapsed, 3),
+        "cpu_count": os.cpu_count(),
+      }
+    )
+  )
   return 0
 
 

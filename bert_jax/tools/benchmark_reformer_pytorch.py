@@ -31,16 +31,16 @@ import os
 import statistics
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from bert_jax.tools import attention_timing
 
 _LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
 _THREADS = flags.DEFINE_integer("threads", 2, "torch intra-op threads (match the CPU cores).")
-_MATCHED = flags.DEFINE_bool("matched", False,
-                             "Also time bert_jax with reformer-pytorch's n_buckets and no dedup.")
+_MATCHED = flags.DEFINE_bool(
+  "matched", False, "Also time bert_jax with reformer-pytorch's n_buckets and no dedup."
+)
 
 D_MODEL, HEADS, CHUNK_LEN, N_HASHES, BATCH = 256, 4, 64, 4, 1
 
@@ -52,8 +52,9 @@ def _torch_step(length):
 
   torch.set_num_threads(_THREADS.value)
   torch.manual_seed(0)
-  layer = LSHSelfAttention(dim=D_MODEL, heads=HEADS, bucket_size=CHUNK_LEN, n_hashes=N_HASHES,
-                           causal=False)
+  layer = LSHSelfAttention(
+    dim=D_MODEL, heads=HEADS, bucket_size=CHUNK_LEN, n_hashes=N_HASHES, causal=False
+  )
   x_BLD = torch.randn(BATCH, length, D_MODEL, dtype=torch.float32, requires_grad=True)
 
   def step():
@@ -62,6 +63,7 @@ def _torch_step(length):
     loss = (layer(x_BLD) ** 2).sum()
     loss.backward()
     return loss.item()
+
   return step
 
 
@@ -71,13 +73,20 @@ def _jax_step(length, n_buckets=0, dedup_correction=True):
   from bert_jax.models.config import LshOptions, ModelConfig  # pylint: disable=g-import-not-at-top
 
   config = ModelConfig(
-      vocab_size=8, hidden_size=D_MODEL, num_heads=HEADS, intermediate_size=4 * D_MODEL,
-      num_layers=1, max_position_embeddings=length, hidden_dropout_rate=0.0,
-      attention_dropout_rate=0.0, attention_kind="lsh",
-      lsh=LshOptions(chunk_len=CHUNK_LEN, n_hashes=N_HASHES, n_buckets=n_buckets,
-                     dedup_correction=dedup_correction))
-  return attention_timing.layer_forward_backward(SelfAttention(config),
-                                                 (BATCH, length, D_MODEL))
+    vocab_size=8,
+    hidden_size=D_MODEL,
+    num_heads=HEADS,
+    intermediate_size=4 * D_MODEL,
+    num_layers=1,
+    max_position_embeddings=length,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    attention_kind="lsh",
+    lsh=LshOptions(
+      chunk_len=CHUNK_LEN, n_hashes=N_HASHES, n_buckets=n_buckets, dedup_correction=dedup_correction
+    ),
+  )
+  return attention_timing.layer_forward_backward(SelfAttention(config), (BATCH, length, D_MODEL))
 
 
 def _seconds(step):
@@ -91,8 +100,9 @@ def main(argv):
   for length in (int(n) for n in _LENGTHS.value):
     steps = {"torch": _torch_step(length), "jax": _jax_step(length)}
     if _MATCHED.value:
-      steps["jax_matched"] = _jax_step(length, n_buckets=length // CHUNK_LEN,
-                                       dedup_correction=False)
+      steps["jax_matched"] = _jax_step(
+        length, n_buckets=length // CHUNK_LEN, dedup_correction=False
+      )
     for step in steps.values():  # Warmup: compiles jax, warms torch's allocator.
       step()
     times = {name: [] for name in steps}
@@ -100,11 +110,19 @@ def main(argv):
       for name, step in steps.items():
         times[name].append(_seconds(step))
     medians = {name: statistics.median(ts) for name, ts in times.items()}
-    result = {"length": length, "d_model": D_MODEL, "heads": HEADS, "chunk_len": CHUNK_LEN,
-              "n_hashes": N_HASHES, "batch": BATCH, "rounds": _ROUNDS.value,
-              "torch_s": round(medians["torch"], 4), "jax_s": round(medians["jax"], 4),
-              "ratio": round(medians["torch"] / medians["jax"], 2),
-              "load_1m": round(os.getloadavg()[0], 2)}
+    result = {
+      "length": length,
+      "d_model": D_MODEL,
+      "heads": HEADS,
+      "chunk_len": CHUNK_LEN,
+      "n_hashes": N_HASHES,
+      "batch": BATCH,
+      "rounds": _ROUNDS.value,
+      "torch_s": round(medians["torch"], 4),
+      "jax_s": round(medians["jax"], 4),
+      "ratio": round(medians["torch"] / medians["jax"], 2),
+      "load_1m": round(os.getloadavg()[0], 2),
+    }
     if _MATCHED.value:
       result["jax_matched_s"] = round(medians["jax_matched"], 4)
       result["ratio_matched"] = round(medians["torch"] / medians["jax_matched"], 2)

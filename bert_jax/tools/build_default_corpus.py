@@ -19,7 +19,6 @@ Every step is deterministic, so running it twice gives byte-identical files.
 
 import argparse
 import bz2
-import collections
 import importlib.resources
 import os
 import re
@@ -27,39 +26,30 @@ import sys
 import unicodedata
 
 from absl import logging
-import tokenizers
-from tokenizers import models
-from tokenizers import normalizers
-from tokenizers import pre_tokenizers
-from tokenizers import trainers
+
+from bert_jax.data import sentences, wordpiece_training
 
 _GENSIM_VERSION = "4.4.0"
 _SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _REGENERATE_COMMAND = (
-    f"pip install gensim=={_GENSIM_VERSION} && python -m bert_jax.tools.build_default_corpus")
+  f"pip install gensim=={_GENSIM_VERSION} && python -m bert_jax.tools.build_default_corpus"
+)
 
 # Sections after these headings are bibliographies, link lists or notes, never running prose.
 _TRAILING_SECTIONS = re.compile(
-    r"^=+\s*(see also|references|notes|footnotes|citations|sources|bibliography|"
-    r"further reading|external links|works cited|primary sources|secondary sources)\s*=+\s*$",
-    re.IGNORECASE | re.MULTILINE)
+  r"^=+\s*(see also|references|notes|footnotes|citations|sources|bibliography|"
+  r"further reading|external links|works cited|primary sources|secondary sources)\s*=+\s*$",
+  re.IGNORECASE | re.MULTILINE,
+)
 _NON_ARTICLE_TITLE = re.compile(
-    r"^(wikipedia|template|help|category|portal|file|draft|module|user)( talk)?:", re.IGNORECASE)
+  r"^(wikipedia|template|help|category|portal|file|draft|module|user)( talk)?:", re.IGNORECASE
+)
 # A paragraph counts as prose only if it ends like a sentence; captions and table cells do not.
 _ENDS_LIKE_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
 _EMPTY_PARENS = re.compile(r"\(\s*[,;:–—-]*\s*\)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])(?=\s|$)")
 _LEADING_PUNCT_IN_PARENS = re.compile(r"\(\s*[,;:]\s*")
 _SPACES = re.compile(r"\s+")
-# Candidate sentence boundary: end punctuation (plus closing quotes) then space then a capital,
-# digit or opening quote/bracket.
-_BOUNDARY = re.compile(r"([.!?][\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9])")
-# Words whose trailing period is part of an abbreviation, not the end of a sentence.
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr vs etc e.g i.e cf ca c no nos vol vols pp p fig gen col lt "
-    "capt gov sen rep rev inc ltd co corp mt ft jan feb mar apr jun jul aug sep sept oct nov "
-    "dec approx est al op".split())
 
 
 def _import_gensim_wikicorpus():
@@ -68,7 +58,8 @@ def _import_gensim_wikicorpus():
     from gensim.corpora import wikicorpus  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError(
-        f"build_default_corpus needs gensim; run: pip install gensim=={_GENSIM_VERSION}") from e
+      f"build_default_corpus needs gensim; run: pip install gensim=={_GENSIM_VERSION}"
+    ) from e
   return wikicorpus
 
 
@@ -78,8 +69,9 @@ def _gensim_sample_path():
   path = importlib.resources.files("gensim") / "test" / "test_data" / _SAMPLE_NAME
   if not path.is_file():
     raise FileNotFoundError(
-        f"{_SAMPLE_NAME} is not inside the installed gensim; run: "
-        f"pip install --force-reinstall gensim=={_GENSIM_VERSION}, or pass --source=<dump.bz2>")
+      f"{_SAMPLE_NAME} is not inside the installed gensim; run: "
+      f"pip install --force-reinstall gensim=={_GENSIM_VERSION}, or pass --source=<dump.bz2>"
+    )
   return str(path)
 
 
@@ -124,7 +116,7 @@ def strip_wikitext(wikitext, filter_wiki):
   """
   cut = _TRAILING_SECTIONS.search(wikitext)
   if cut:
-    wikitext = wikitext[:cut.start()]
+    wikitext = wikitext[: cut.start()]
   wikitext = re.sub(r"<gallery.*?</gallery>", "", wikitext, flags=re.DOTALL | re.IGNORECASE)
   wikitext = re.sub(r"<ref[^>]*/>|<ref.*?</ref>", "", wikitext, flags=re.DOTALL | re.IGNORECASE)
   for opener in ("[[File:", "[[Image:"):
@@ -159,28 +151,14 @@ def prose_paragraphs(plain_text):
   return paragraphs
 
 
-def split_sentences(paragraph):
-  """Splits a paragraph at sentence ends, keeping abbreviations and initials together."""
-  sentences = []
-  start = 0
-  for match in _BOUNDARY.finditer(paragraph):
-    last_word = paragraph[start:match.start() + 1].split()[-1].rstrip(".").lower()
-    # "J. S. Bach", "U.S. Army", "e.g. this": a single letter or a dotted or listed abbreviation.
-    if len(last_word) == 1 or "." in last_word or last_word in _ABBREVIATIONS:
-      continue
-    sentences.append(paragraph[start:match.end(1)].strip())
-    start = match.end()
-  sentences.append(paragraph[start:].strip())
-  return [s for s in sentences if s]
-
-
 def article_sentences(wikitext, filter_wiki, min_sentence_words):
   """Returns the prose sentences of one article, in order."""
-  sentences = []
+  kept = []
   for paragraph in prose_paragraphs(strip_wikitext(wikitext, filter_wiki)):
-    sentences.extend(
-        s for s in split_sentences(paragraph) if len(s.split()) >= min_sentence_words)
-  return sentences
+    kept.extend(
+      s for s in sentences.split_sentences(paragraph) if len(s.split()) >= min_sentence_words
+    )
+  return kept
 
 
 def read_articles(dump_path, wikicorpus):
@@ -194,58 +172,9 @@ def read_articles(dump_path, wikicorpus):
       yield title, wikitext
 
 
-def _character_inventory(text_path, normalizer, pre_tokenizer, limit_alphabet):
-  """Returns (alphabet, continuing characters): what the WordPiece trainer will need.
-
-  The alphabet is the ``limit_alphabet`` most frequent characters of the normalised,
-  pre-tokenised words (ties by code point); continuing characters are those of the alphabet that
-  occur after the first character of some word, so need a ``##`` token.
-  """
-  counts = collections.Counter()
-  continuing = set()
-  with open(text_path, encoding="utf-8") as f:
-    for line in f:
-      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
-        counts.update(word)
-        continuing.update(word[1:])
-  ranked = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
-  alphabet = sorted(ranked)
-  return alphabet, [c for c in alphabet if c in continuing]
-
-
-def train_wordpiece_vocab(text_path, vocab_size, limit_alphabet=1000):
-  """Trains an uncased BERT WordPiece vocab on a text file; returns the tokens in id order.
-
-  ``tokenizers`` numbers the ``##x`` tokens in hash-map order and breaks ties between equally
-  frequent merges by token id, so two runs can give different vocabs (huggingface/tokenizers
-  #1794). Registering every ``##x`` token up front, in a sorted order, fixes their ids and so
-  makes the merges, and the whole vocab, reproducible.
-  """
-  tokenizer = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
-  tokenizer.normalizer = normalizers.BertNormalizer(
-      clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
-  tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-  alphabet, continuing = _character_inventory(
-      text_path, tokenizer.normalizer, tokenizer.pre_tokenizer, limit_alphabet)
-  continuing_tokens = ["##" + c for c in continuing]
-  trainer = trainers.WordPieceTrainer(
-      vocab_size=vocab_size, min_frequency=2,
-      special_tokens=list(_SPECIAL_TOKENS) + continuing_tokens, initial_alphabet=alphabet,
-      limit_alphabet=len(alphabet), continuing_subword_prefix="##", show_progress=False)
-  tokenizer.train([text_path], trainer)
-  vocab = tokenizer.get_vocab()
-  if sorted(vocab.values()) != list(range(len(vocab))):
-    raise RuntimeError("the trained WordPiece vocab has gaps in its ids")
-  # Conventional BERT layout: special tokens, single characters, their ## forms, then merges.
-  registered = set(_SPECIAL_TOKENS) | set(continuing_tokens)
-  learned = [t for t in sorted(vocab, key=vocab.get) if t not in registered]
-  singles = [t for t in learned if len(t) == 1]
-  merges = [t for t in learned if len(t) != 1]
-  return list(_SPECIAL_TOKENS) + singles + continuing_tokens + merges
-
-
-def _attribution_markdown(titles, num_sentences, num_bytes, vocab_size, min_sentence_words,
-                          min_document_sentences):
+def _attribution_markdown(
+  titles, num_sentences, num_bytes, vocab_size, min_sentence_words, min_document_sentences
+):
   """Text of ATTRIBUTION.md: source, licence, method and the regeneration command."""
   title_lines = "\n".join(f"- {t}" for t in titles)
   return f"""# Default corpus: attribution and provenance
@@ -299,42 +228,66 @@ def build_corpus(source, output_dir, vocab_size, min_sentence_words, min_documen
   titles = []
   documents = []
   for title, wikitext in read_articles(source, wikicorpus):
-    sentences = article_sentences(wikitext, wikicorpus.filter_wiki, min_sentence_words)
-    if len(sentences) >= min_document_sentences:
+    article = article_sentences(wikitext, wikicorpus.filter_wiki, min_sentence_words)
+    if len(article) >= min_document_sentences:
       titles.append(title)
-      documents.append(sentences)
+      documents.append(article)
   os.makedirs(output_dir, exist_ok=True)
   text_path = os.path.join(output_dir, "enwiki_sample.txt")
   text = "\n\n".join("\n".join(doc) for doc in documents) + "\n"
   with open(text_path, "w", encoding="utf-8", newline="\n") as f:
     f.write(text)
-  tokens = train_wordpiece_vocab(text_path, vocab_size)
+  tokens = wordpiece_training.train_wordpiece_vocab(text_path, vocab_size)
   with open(os.path.join(output_dir, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
     f.write("".join(t + "\n" for t in tokens))
   num_sentences = sum(len(d) for d in documents)
   with open(os.path.join(output_dir, "ATTRIBUTION.md"), "w", encoding="utf-8") as f:
-    f.write(_attribution_markdown(
-        titles, num_sentences, len(text.encode("utf-8")), len(tokens), min_sentence_words,
-        min_document_sentences))
-  logging.info("wrote %d articles, %d sentences, %d vocab entries to %s",
-               len(titles), num_sentences, len(tokens), output_dir)
+    f.write(
+      _attribution_markdown(
+        titles,
+        num_sentences,
+        len(text.encode("utf-8")),
+        len(tokens),
+        min_sentence_words,
+        min_document_sentences,
+      )
+    )
+  logging.info(
+    "wrote %d articles, %d sentences, %d vocab entries to %s",
+    len(titles),
+    num_sentences,
+    len(tokens),
+    output_dir,
+  )
   return titles
 
 
 def _parse_args(argv):
   parser = argparse.ArgumentParser(
-      prog="python -m bert_jax.tools.build_default_corpus",
-      description="Rebuilds bert_jax/data/corpus from the Wikipedia sample in the gensim wheel.")
-  parser.add_argument("--source", default="",
-                      help="Wikipedia .xml.bz2 dump; default: the sample inside gensim")
-  parser.add_argument("--output_dir", default="",
-                      help="where to write the files; default: the bert_jax/data/corpus dir")
-  parser.add_argument("--vocab_size", type=int, default=8192,
-                      help="entries in the WordPiece vocab")
-  parser.add_argument("--min_sentence_words", type=int, default=4,
-                      help="sentences with fewer words are dropped as fragments")
-  parser.add_argument("--min_document_sentences", type=int, default=3,
-                      help="articles with fewer prose sentences are dropped")
+    prog="python -m bert_jax.tools.build_default_corpus",
+    description="Rebuilds bert_jax/data/corpus from the Wikipedia sample in the gensim wheel.",
+  )
+  parser.add_argument(
+    "--source", default="", help="Wikipedia .xml.bz2 dump; default: the sample inside gensim"
+  )
+  parser.add_argument(
+    "--output_dir",
+    default="",
+    help="where to write the files; default: the bert_jax/data/corpus dir",
+  )
+  parser.add_argument("--vocab_size", type=int, default=8192, help="entries in the WordPiece vocab")
+  parser.add_argument(
+    "--min_sentence_words",
+    type=int,
+    default=4,
+    help="sentences with fewer words are dropped as fragments",
+  )
+  parser.add_argument(
+    "--min_document_sentences",
+    type=int,
+    default=3,
+    help="articles with fewer prose sentences are dropped",
+  )
   return parser.parse_args(argv)
 
 
@@ -343,9 +296,11 @@ def main(argv=None):
   logging.set_verbosity(logging.INFO)
   source = args.source or _gensim_sample_path()
   output_dir = args.output_dir or os.path.join(
-      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus")
-  build_corpus(source, output_dir, args.vocab_size, args.min_sentence_words,
-               args.min_document_sentences)
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
+  )
+  build_corpus(
+    source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
+  )
 
 
 if __name__ == "__main__":

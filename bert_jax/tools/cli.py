@@ -12,8 +12,12 @@ from absl import flags
 from bert_jax.errors import UserInputError
 
 
-def run(doc: str, define_flags: Callable[[flags.FlagValues], None],
-        body: Callable[[flags.FlagValues], None], argv=None) -> int:
+def run(
+  doc: str,
+  define_flags: Callable[[flags.FlagValues], None],
+  body: Callable[[flags.FlagValues], None],
+  argv=None,
+) -> int:
   """Parses ``argv`` (default ``sys.argv``) and runs ``body``; returns the exit status.
 
   Args:

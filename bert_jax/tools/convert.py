@@ -43,20 +43,37 @@ _APPROXIMATE_ATTENTION = ("lsh", "local")
 
 def _define_flags(flag_values: flags.FlagValues):
   define = {"flag_values": flag_values}
-  flags.DEFINE_enum("from", None, ["hf", "tf"], "Import weights of this format into a "
-                    "bert_jax workdir.", **define)
+  flags.DEFINE_enum(
+    "from", None, ["hf", "tf"], "Import weights of this format into a bert_jax workdir.", **define
+  )
   flags.DEFINE_enum("to", None, ["hf"], "Export a bert_jax workdir to this format.", **define)
-  flags.DEFINE_string("input", None, "--from=hf: a Hugging Face model directory; --from=tf: "
-                      "the checkpoint prefix (.../bert_model.ckpt); --to=hf: a bert_jax "
-                      "workdir or checkpoints/<step> directory.", **define)
-  flags.DEFINE_string("output", None, "Directory to write (a workdir, or a Hugging Face "
-                      "model directory).", **define)
-  flags.DEFINE_string("bert_config", None, "--from=tf: the bert_config.json of the "
-                      "checkpoint.", **define)
-  flags.DEFINE_string("vocab", None, "vocab.txt to ship with the model; default: the one "
-                      "beside the input (or the run's vocab for --to=hf).", **define)
-  flags.DEFINE_boolean("lowercase", None, "Whether that vocab is uncased; default: "
-                       "tokenizer_config.json's do_lower_case, else True.", **define)
+  flags.DEFINE_string(
+    "input",
+    None,
+    "--from=hf: a Hugging Face model directory; --from=tf: "
+    "the checkpoint prefix (.../bert_model.ckpt); --to=hf: a bert_jax "
+    "workdir or checkpoints/<step> directory.",
+    **define,
+  )
+  flags.DEFINE_string(
+    "output", None, "Directory to write (a workdir, or a Hugging Face model directory).", **define
+  )
+  flags.DEFINE_string(
+    "bert_config", None, "--from=tf: the bert_config.json of the checkpoint.", **define
+  )
+  flags.DEFINE_string(
+    "vocab",
+    None,
+    "vocab.txt to ship with the model; default: the one "
+    "beside the input (or the run's vocab for --to=hf).",
+    **define,
+  )
+  flags.DEFINE_boolean(
+    "lowercase",
+    None,
+    "Whether that vocab is uncased; default: tokenizer_config.json's do_lower_case, else True.",
+    **define,
+  )
   flags.DEFINE_boolean("overwrite", False, "Replace an existing non-empty --output.", **define)
 
 
@@ -75,8 +92,10 @@ def _check_output(output: str, overwrite: bool, inputs):
     if source and path.resolve() == epath.Path(source).resolve():
       raise UserInputError(f"--output={output} is the input; write to another directory")
   if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
-    raise UserInputError(f"--output={output} exists and is not empty; pass --overwrite to "
-                         "replace it, or choose a new directory")
+    raise UserInputError(
+      f"--output={output} exists and is not empty; pass --overwrite to "
+      "replace it, or choose a new directory"
+    )
 
 
 def _fresh_output(output: str) -> epath.Path:
@@ -94,24 +113,28 @@ def _read_safetensors(path: epath.Path):
   try:
     return safetensors_numpy.load_file(str(path))
   except (SafetensorError, OSError, ValueError) as error:
-    raise UserInputError(f"{path} is not a readable safetensors file ({error}); re-download "
-                         "or re-save it") from None
+    raise UserInputError(
+      f"{path} is not a readable safetensors file ({error}); re-download or re-save it"
+    ) from None
 
 
 def _read_torch_bin(path: epath.Path):
   try:
     import torch  # pylint: disable=g-import-not-at-top
   except ImportError:
-    raise UserInputError(f"{path} is a PyTorch pickle and reading it needs torch, which is "
-                         "not installed; install torch (CPU is enough) or convert a "
-                         "model.safetensors") from None
+    raise UserInputError(
+      f"{path} is a PyTorch pickle and reading it needs torch, which is "
+      "not installed; install torch (CPU is enough) or convert a "
+      "model.safetensors"
+    ) from None
   try:
     state = torch.load(str(path), map_location="cpu", weights_only=True)
   except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as error:
     raise UserInputError(f"{path} is not a readable PyTorch checkpoint ({error})") from None
   if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-    raise UserInputError(f"{path} is not a state dict of tensors; save it with "
-                         "model.save_pretrained()")
+    raise UserInputError(
+      f"{path} is not a state dict of tensors; save it with model.save_pretrained()"
+    )
   return {name: tensor.float().numpy() for name, tensor in state.items()}
 
 
@@ -120,8 +143,10 @@ def _hf_state(directory: epath.Path):
     return directory / _SAFETENSORS, _read_safetensors(directory / _SAFETENSORS)
   if (directory / _TORCH_BIN).exists():
     return directory / _TORCH_BIN, _read_torch_bin(directory / _TORCH_BIN)
-  raise UserInputError(f"{directory} holds neither {_SAFETENSORS} nor {_TORCH_BIN}; pass a "
-                       "Hugging Face model directory (save_pretrained output)")
+  raise UserInputError(
+    f"{directory} holds neither {_SAFETENSORS} nor {_TORCH_BIN}; pass a "
+    "Hugging Face model directory (save_pretrained output)"
+  )
 
 
 def _vocab(vocab_flag, default_path):
@@ -140,8 +165,9 @@ def _log_vocab(vocab_path, model):
   with open(vocab_path, encoding="utf-8") as f:
     lines = sum(1 for _ in f)
   if lines != model.vocab_size:
-    logging.warning("%s has %d entries but the model's vocab_size is %d", vocab_path, lines,
-                    model.vocab_size)
+    logging.warning(
+      "%s has %d entries but the model's vocab_size is %d", vocab_path, lines, model.vocab_size
+    )
 
 
 def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
@@ -149,11 +175,14 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
   _check_output(output, overwrite, [input_dir])
   directory = epath.Path(input_dir)
   if not directory.is_dir():
-    raise UserInputError(f"--input={input_dir} is not a directory; pass a Hugging Face model "
-                         "directory with config.json and model.safetensors")
+    raise UserInputError(
+      f"--input={input_dir} is not a directory; pass a Hugging Face model "
+      "directory with config.json and model.safetensors"
+    )
   model = hf_config.model_config_from_bert_config(
-      _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
-      str(directory / "config.json"))
+    _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
+    str(directory / "config.json"),
+  )
   weights_path, state = _hf_state(directory)
   params = hf_weights.params_from_hf(state, model, source=str(weights_path))
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
@@ -162,41 +191,56 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
     settings = _read_json(tokenizer_config, "it must hold the tokenizer's settings")
     lowercase = settings.get("do_lower_case", True) if isinstance(settings, dict) else True
   _log_vocab(vocab_path, model)
-  workdir_params.write_converted(_fresh_output(output), params, model,
-                                 source=f"hf:{directory.resolve()}", vocab_path=vocab_path,
-                                 lowercase=True if lowercase is None else bool(lowercase))
+  workdir_params.write_converted(
+    _fresh_output(output),
+    params,
+    model,
+    source=f"hf:{directory.resolve()}",
+    vocab_path=vocab_path,
+    lowercase=True if lowercase is None else bool(lowercase),
+  )
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {weights_path}")
 
 
 def _tf_reader(checkpoint: str):
   environment.quiet_tensorflow()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   try:
     reader = tf.train.load_checkpoint(checkpoint)
   except (tf.errors.OpError, ValueError) as error:
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    raise UserInputError(f"no readable TF checkpoint at --input={checkpoint} ({reason}); "
-                         "pass the prefix of bert_model.ckpt.index / .data-*") from None
+    raise UserInputError(
+      f"no readable TF checkpoint at --input={checkpoint} ({reason}); "
+      "pass the prefix of bert_model.ckpt.index / .data-*"
+    ) from None
   return reader
 
 
-def from_tf(checkpoint: str, bert_config: str, output: str, *, vocab=None, lowercase=None,
-            overwrite=False):
+def from_tf(
+  checkpoint: str, bert_config: str, output: str, *, vocab=None, lowercase=None, overwrite=False
+):
   """Original TF BERT checkpoint -> bert_jax workdir (see the module docstring)."""
   _check_output(output, overwrite, [checkpoint])
   if not bert_config:
     raise UserInputError("--from=tf needs --bert_config=.../bert_config.json")
   model = hf_config.model_config_from_bert_config(
-      _read_json(epath.Path(bert_config), "pass the checkpoint's bert_config.json"),
-      bert_config)
+    _read_json(epath.Path(bert_config), "pass the checkpoint's bert_config.json"), bert_config
+  )
   reader = _tf_reader(checkpoint)
-  params = tf_weights.params_from_tf(reader.get_variable_to_shape_map(), reader.get_tensor,
-                                     model, source=checkpoint)
+  params = tf_weights.params_from_tf(
+    reader.get_variable_to_shape_map(), reader.get_tensor, model, source=checkpoint
+  )
   vocab_path = _vocab(vocab, epath.Path(checkpoint).parent / workdir_params.VOCAB_FILE)
   _log_vocab(vocab_path, model)
   workdir_params.write_converted(
-      _fresh_output(output), params, model, source=f"tf:{epath.Path(checkpoint).resolve()}",
-      vocab_path=vocab_path, lowercase=True if lowercase is None else lowercase)
+    _fresh_output(output),
+    params,
+    model,
+    source=f"tf:{epath.Path(checkpoint).resolve()}",
+    vocab_path=vocab_path,
+    lowercase=True if lowercase is None else lowercase,
+  )
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {checkpoint}")
 
 
@@ -213,8 +257,9 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   model = run.model
   if model.reversible or model.attention_kind in _APPROXIMATE_ATTENTION:
     raise UserInputError(
-        f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
-        f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only")
+      f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
+      f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
+    )
   params = weight_table.unscanned(run.params, model)
   state = hf_weights.hf_from_params(params, model)
   exported = {row.ours for row in hf_weights.rows(model)}
@@ -228,19 +273,26 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   config = hf_config.bert_config_from_model_config(model, _architecture(params))
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   # transformers refuses safetensors files without this format tag.
-  safetensors_numpy.save_file({k: np.ascontiguousarray(v) for k, v in state.items()},
-                              str(directory / _SAFETENSORS), metadata={"format": "pt"})
+  safetensors_numpy.save_file(
+    {k: np.ascontiguousarray(v) for k, v in state.items()},
+    str(directory / _SAFETENSORS),
+    metadata={"format": "pt"},
+  )
   if vocab_path and not vocab_path.endswith(".model"):
     epath.Path(vocab_path).copy(directory / workdir_params.VOCAB_FILE)
-    tokenizer_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
-                        "model_max_length": model.max_position_embeddings}
-    (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) +
-                                                     "\n")
+    tokenizer_config = {
+      "tokenizer_class": "BertTokenizer",
+      "do_lower_case": lowercase,
+      "model_max_length": model.max_position_embeddings,
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
   else:
-    logging.warning("no vocab.txt written: the run's vocab (%s) is not a WordPiece vocab.txt "
-                    "that exists; pass --vocab", vocab_path or "unknown")
-  print(f"wrote {output} ({config['architectures'][0]}, {len(state)} tensors) from "
-        f"{run.step_dir}")
+    logging.warning(
+      "no vocab.txt written: the run's vocab (%s) is not a WordPiece vocab.txt "
+      "that exists; pass --vocab",
+      vocab_path or "unknown",
+    )
+  print(f"wrote {output} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}")
 
 
 def _convert(values: flags.FlagValues):
@@ -250,13 +302,15 @@ def _convert(values: flags.FlagValues):
   for name in ("input", "output"):
     if not values[name].value:
       raise UserInputError(f"--{name} is required")
-  common = {"vocab": values["vocab"].value, "lowercase": values["lowercase"].value,
-            "overwrite": values["overwrite"].value}
+  common = {
+    "vocab": values["vocab"].value,
+    "lowercase": values["lowercase"].value,
+    "overwrite": values["overwrite"].value,
+  }
   if source == "hf":
     from_hf(values["input"].value, values["output"].value, **common)
   elif source == "tf":
-    from_tf(values["input"].value, values["bert_config"].value, values["output"].value,
-            **common)
+    from_tf(values["input"].value, values["bert_config"].value, values["output"].value, **common)
   else:
     to_hf(values["input"].value, values["output"].value, **common)
 

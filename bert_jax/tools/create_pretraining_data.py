@@ -24,21 +24,22 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
 
 import argparse
 import multiprocessing
-import os
 import sys
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_jax.data import files as data_files
-from bert_jax.data import full_sentences
-from bert_jax.data import record_format
-from bert_jax.data import sentence_pairs
-from bert_jax.data import streaming_pretraining
-from bert_jax.data import text_corpus
-from bert_jax.data import tokenization
+from bert_jax.data import (
+  full_sentences,
+  record_format,
+  sentence_pairs,
+  sentences,
+  streaming_pretraining,
+  text_corpus,
+  tokenization,
+)
 from bert_jax.errors import UserInputError
-from bert_jax.tools import build_default_corpus
 
 INPUT_FORMATS = ("bert", "paragraphs")
 
@@ -50,8 +51,9 @@ def read_paragraph_documents(path):
     ``(documents, num_undecodable_lines)`` as ``text_corpus.read_documents_from_file``.
   """
   paragraphs, num_undecodable = text_corpus.read_documents_from_file(path)
-  documents = [[s for p in document for s in build_default_corpus.split_sentences(p)]
-               for document in paragraphs]
+  documents = [
+    [s for p in document for s in sentences.split_sentences(p)] for document in paragraphs
+  ]
   return [d for d in documents if d], num_undecodable
 
 
@@ -60,17 +62,29 @@ def _make_rows(corpus, args, rng, tokenizer):
   special = tokenizer.special_ids
   if args.style == "full_sentences":
     arrays, counts = full_sentences.pack_full_sentences(
-        corpus, max_seq_length=args.max_seq_length, special_ids=special,
-        document_order=rng.permutation(corpus.num_documents))
-    return arrays, {"sentences_cut": counts.sentences_cut,
-                    "documents_across_rows": counts.documents_across_rows}
+      corpus,
+      max_seq_length=args.max_seq_length,
+      special_ids=special,
+      document_order=rng.permutation(corpus.num_documents),
+    )
+    return arrays, {
+      "sentences_cut": counts.sentences_cut,
+      "documents_across_rows": counts.documents_across_rows,
+    }
   parts = []
   for _ in range(args.dupe_factor):
     spans = sentence_pairs.sample_pair_spans(
-        corpus, max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob, rng=rng,
-        objective=args.objective)
-    parts.append(sentence_pairs.assemble_pairs(
-        corpus, spans, max_seq_length=args.max_seq_length, special_ids=special))
+      corpus,
+      max_seq_length=args.max_seq_length,
+      short_seq_prob=args.short_seq_prob,
+      rng=rng,
+      objective=args.objective,
+    )
+    parts.append(
+      sentence_pairs.assemble_pairs(
+        corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
+      )
+    )
   arrays = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
   lengths = np.diff(corpus.sentence_starts)
   # Pairs are cut to max_seq_length - 3 tokens; a sentence longer than that always is.
@@ -80,32 +94,48 @@ def _make_rows(corpus, args, rng, tokenizer):
 def run_process(args, process_index):
   """Writes the shards of one process; returns its metadata dict."""
   files = text_corpus.expand_paths(args.input.split(","))
-  mine = files[process_index::args.process_count]
+  mine = files[process_index :: args.process_count]
   if not mine:
     raise UserInputError(
-        f"{len(files)} input files cannot feed {args.process_count} processes; give at least "
-        "as many files as processes (split the text into more files)")
+      f"{len(files)} input files cannot feed {args.process_count} processes; give at least "
+      "as many files as processes (split the text into more files)"
+    )
   tokenizer = tokenization.load_tokenizer(args.vocab, lowercase=args.lowercase)
   data_files.makedirs(args.output_dir)  # A local folder or gs://.
   written, counts = streaming_pretraining.write_streaming(
-      paths=mine, output_dir=args.output_dir, process_index=process_index,
-      process_count=args.process_count, num_shards=args.num_shards, seed=args.seed,
-      eval_fraction=args.eval_fraction, tokenizer=tokenizer,
-      make_rows=lambda corpus, rng: _make_rows(corpus, args, rng, tokenizer),
-      window_documents=args.window_documents,
-      split_sentences=(build_default_corpus.split_sentences
-                       if args.input_format == "paragraphs" else None),
-      progress_every_s=args.progress_every_s)
+    paths=mine,
+    output_dir=args.output_dir,
+    process_index=process_index,
+    process_count=args.process_count,
+    num_shards=args.num_shards,
+    seed=args.seed,
+    eval_fraction=args.eval_fraction,
+    tokenizer=tokenizer,
+    make_rows=lambda corpus, rng: _make_rows(corpus, args, rng, tokenizer),
+    window_documents=args.window_documents,
+    split_sentences=(sentences.split_sentences if args.input_format == "paragraphs" else None),
+    progress_every_s=args.progress_every_s,
+  )
   metadata = {
-      "max_seq_length": args.max_seq_length, "style": args.style, "objective": args.objective,
-      "vocab": data_files.absolute_path(args.vocab), "vocab_size": tokenizer.vocab_size,
-      "lowercase": args.lowercase, "seed": args.seed, "process_index": process_index,
-      "process_count": args.process_count, "input_files": mine, "files": written,
-      "counts": counts,
+    "max_seq_length": args.max_seq_length,
+    "style": args.style,
+    "objective": args.objective,
+    "vocab": data_files.absolute_path(args.vocab),
+    "vocab_size": tokenizer.vocab_size,
+    "lowercase": args.lowercase,
+    "seed": args.seed,
+    "process_index": process_index,
+    "process_count": args.process_count,
+    "input_files": mine,
+    "files": written,
+    "counts": counts,
   }
   record_format.write_metadata(args.output_dir, process_index, metadata)
-  logging.info("process %d: %s", process_index,
-               ", ".join(f"{key} {value}" for key, value in sorted(counts.items())))
+  logging.info(
+    "process %d: %s",
+    process_index,
+    ", ".join(f"{key} {value}" for key, value in sorted(counts.items())),
+  )
   return metadata
 
 
@@ -117,51 +147,82 @@ def _run_in_worker(args_and_index):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(
-      prog="python -m bert_jax.tools.create_pretraining_data",
-      description="Text files -> sharded TFRecords of unmasked token ids with document ids.")
+    prog="python -m bert_jax.tools.create_pretraining_data",
+    description="Text files -> sharded TFRecords of unmasked token ids with document ids.",
+  )
   parser.add_argument("--input", required=True, help="text files or globs, comma-separated")
   parser.add_argument("--output_dir", required=True)
-  parser.add_argument("--vocab", required=True,
-                      help="WordPiece vocab.txt or SentencePiece .model")
-  parser.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
-                      help="uncased WordPiece (lowercase, strip accents)")
+  parser.add_argument("--vocab", required=True, help="WordPiece vocab.txt or SentencePiece .model")
+  parser.add_argument(
+    "--lowercase",
+    action=argparse.BooleanOptionalAction,
+    default=True,
+    help="uncased WordPiece (lowercase, strip accents)",
+  )
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--num_shards", type=int, default=16, help="train shards over all processes")
   parser.add_argument("--style", choices=record_format.STYLES, default="pairs")
-  parser.add_argument("--objective", choices=sentence_pairs.OBJECTIVES, default="nsp",
-                      help="pairs style: nsp | sop | none (full_sentences: always none)")
+  parser.add_argument(
+    "--objective",
+    choices=sentence_pairs.OBJECTIVES,
+    default="nsp",
+    help="pairs style: nsp | sop | none (full_sentences: always none)",
+  )
   parser.add_argument("--input_format", choices=INPUT_FORMATS, default="bert")
   parser.add_argument("--short_seq_prob", type=float, default=0.1)
-  parser.add_argument("--dupe_factor", type=int, default=1,
-                      help="pairs style: pairings of the text (masking is dynamic anyway)")
-  parser.add_argument("--eval_fraction", type=float, default=0.05,
-                      help="documents held out to eval-*.tfrecord; 0 = none")
+  parser.add_argument(
+    "--dupe_factor",
+    type=int,
+    default=1,
+    help="pairs style: pairings of the text (masking is dynamic anyway)",
+  )
+  parser.add_argument(
+    "--eval_fraction",
+    type=float,
+    default=0.05,
+    help="documents held out to eval-*.tfrecord; 0 = none",
+  )
   parser.add_argument("--seed", type=int, default=12345)
   parser.add_argument("--process_index", type=int, default=0)
   parser.add_argument("--process_count", type=int, default=1)
-  parser.add_argument("--num_workers", type=int, default=1,
-                      help="local worker pool: runs process indices 0..num_workers-1")
-  parser.add_argument("--window_documents", type=int, default=2000,
-                      help="documents held in memory at once (NSP, hold-out and shuffle are "
-                      "drawn within a window); bounds memory whatever the input size")
-  parser.add_argument("--progress_every_s", type=float, default=30.0,
-                      help="seconds between progress lines (documents/s, tokens/s, ETA)")
+  parser.add_argument(
+    "--num_workers",
+    type=int,
+    default=1,
+    help="local worker pool: runs process indices 0..num_workers-1",
+  )
+  parser.add_argument(
+    "--window_documents",
+    type=int,
+    default=2000,
+    help="documents held in memory at once (NSP, hold-out and shuffle are "
+    "drawn within a window); bounds memory whatever the input size",
+  )
+  parser.add_argument(
+    "--progress_every_s",
+    type=float,
+    default=30.0,
+    help="seconds between progress lines (documents/s, tokens/s, ETA)",
+  )
   args = parser.parse_args(argv)
   if args.style == "full_sentences":
     args.objective = "none"
   if args.num_workers > 1:
     if args.process_count > 1:
-      raise UserInputError("use either --num_workers (one machine) or --process_count/"
-                           "--process_index (one run per machine), not both")
+      raise UserInputError(
+        "use either --num_workers (one machine) or --process_count/"
+        "--process_index (one run per machine), not both"
+      )
     args.process_count = args.num_workers
   if not 0 <= args.process_index < args.process_count:
     raise UserInputError(
-        f"--process_index={args.process_index} is not in [0, --process_count="
-        f"{args.process_count})")
+      f"--process_index={args.process_index} is not in [0, --process_count={args.process_count})"
+    )
   if args.num_shards < 1 or args.num_shards % args.process_count:
     raise UserInputError(
-        f"--num_shards={args.num_shards} is not a positive multiple of the {args.process_count} "
-        "processes; every process writes the same number of shards")
+      f"--num_shards={args.num_shards} is not a positive multiple of the {args.process_count} "
+      "processes; every process writes the same number of shards"
+    )
   if args.window_documents < 2:
     raise UserInputError(f"--window_documents={args.window_documents} must be at least 2")
   if args.dupe_factor < 1:

@@ -51,6 +51,7 @@ _APPROXIMATE_ATTENTION = ("lsh", "local")
 @dataclasses.dataclass(frozen=True)
 class Features:
   """Token ids of the examples, padded to the longest one."""
+
   input_ids: np.ndarray  # [N, L] int32.
   token_type_ids: np.ndarray  # [N, L] int32.
   lengths: np.ndarray  # [N] int32.
@@ -86,8 +87,8 @@ def featurize(lines, tokenizer, max_seq_length: int) -> Features:
   input_ids = np.zeros((len(rows), int(lengths.max())), np.int32)
   token_type_ids = np.zeros_like(input_ids)
   for i, (ids, types) in enumerate(rows):
-    input_ids[i, :len(ids)] = ids
-    token_type_ids[i, :len(types)] = types
+    input_ids[i, : len(ids)] = ids
+    token_type_ids[i, : len(types)] = types
   return Features(input_ids=input_ids, token_type_ids=token_type_ids, lengths=lengths)
 
 
@@ -96,13 +97,26 @@ def _is_layer_output(module, method_name: str) -> bool:
 
 
 @functools.partial(jax.jit, static_argnames=("model", "layers", "with_attention"))
-def _forward(params, input_ids_BL, token_type_ids_BL, input_mask_BL, *, model: ModelConfig,
-             layers: tuple, with_attention: bool):
+def _forward(
+  params,
+  input_ids_BL,
+  token_type_ids_BL,
+  input_mask_BL,
+  *,
+  model: ModelConfig,
+  layers: tuple,
+  with_attention: bool,
+):
   """Hidden states [B, K, L, D] of ``layers`` (and attention [B, layers, H, L, L]), float32."""
   _, state = BertEncoder(model).apply(
-      {"params": params}, input_ids_BL, token_type_ids_BL, input_mask_BL,
-      capture_intermediates=_is_layer_output, mutable=["intermediates"],
-      rngs={"hashing": jax.random.key(0)})
+    {"params": params},
+    input_ids_BL,
+    token_type_ids_BL,
+    input_mask_BL,
+    capture_intermediates=_is_layer_output,
+    mutable=["intermediates"],
+    rngs={"hashing": jax.random.key(0)},
+  )
   captured = state["intermediates"]
   blocks = [captured["encoder"][f"layer_{i}"] for i in range(model.num_layers)]
   hidden = [captured["embeddings"]["__call__"][0]] + [block["__call__"][0] for block in blocks]
@@ -110,8 +124,7 @@ def _forward(params, input_ids_BL, token_type_ids_BL, input_mask_BL, *, model: M
   hidden_BKLD = jnp.stack([hidden[k].astype(jnp.float32) for k in layers], axis=1)
   outputs = {"hidden": hidden_BKLD * real_BL[:, None, :, None]}
   if with_attention:
-    probs_BNHLL = jnp.stack([block["attention"]["attention_probs"][0] for block in blocks],
-                            axis=1)
+    probs_BNHLL = jnp.stack([block["attention"]["attention_probs"][0] for block in blocks], axis=1)
     outputs["attention"] = probs_BNHLL * real_BL[:, None, None, :, None]
   return outputs
 
@@ -121,19 +134,30 @@ def resolve_layers(spec: str, num_layers: int) -> tuple:
   try:
     requested = [int(part) for part in spec.split(",") if part.strip()]
   except ValueError:
-    raise UserInputError(f"--layers={spec!r} must be comma-separated integers, e.g. -1,-2") from None
+    raise UserInputError(
+      f"--layers={spec!r} must be comma-separated integers, e.g. -1,-2"
+    ) from None
   if not requested:
     raise UserInputError("--layers is empty; name at least one layer, e.g. -1")
   for layer in requested:
     if not -(num_layers + 1) <= layer <= num_layers:
-      raise UserInputError(f"--layers has {layer}, but the model has hidden states 0 "
-                           f"(embeddings) to {num_layers} (or -1 to -{num_layers + 1})")
+      raise UserInputError(
+        f"--layers has {layer}, but the model has hidden states 0 "
+        f"(embeddings) to {num_layers} (or -1 to -{num_layers + 1})"
+      )
   return tuple(layer % (num_layers + 1) for layer in requested)
 
 
-def embed_features(params, model: ModelConfig, features: Features, *, layers: tuple,
-                   pooling: str = "none", with_attention: bool = False,
-                   batch_size: int = 32) -> dict:
+def embed_features(
+  params,
+  model: ModelConfig,
+  features: Features,
+  *,
+  layers: tuple,
+  pooling: str = "none",
+  with_attention: bool = False,
+  batch_size: int = 32,
+) -> dict:
   """Runs the encoder over ``features`` in batches; returns the .npz arrays (see module doc).
 
   Args:
@@ -149,10 +173,16 @@ def embed_features(params, model: ModelConfig, features: Features, *, layers: tu
     raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
   approximate = model.attention_kind in _APPROXIMATE_ATTENTION
   if with_attention and approximate:
-    raise UserInputError(f"--attention needs dense attention; this run's attention_kind is "
-                         f"{model.attention_kind!r}, which forms no full attention matrix")
-  model = dataclasses.replace(model, scan_layers=False, remat_policy="none",
-                              attention_kind=model.attention_kind if approximate else "dense")
+    raise UserInputError(
+      f"--attention needs dense attention; this run's attention_kind is "
+      f"{model.attention_kind!r}, which forms no full attention matrix"
+    )
+  model = dataclasses.replace(
+    model,
+    scan_layers=False,
+    remat_policy="none",
+    attention_kind=model.attention_kind if approximate else "dense",
+  )
   count, length = features.input_ids.shape
   padded = -(-count // batch_size) * batch_size
 
@@ -165,9 +195,19 @@ def embed_features(params, model: ModelConfig, features: Features, *, layers: tu
   batches = []
   for start in range(0, padded, batch_size):
     rows = slice(start, start + batch_size)
-    batches.append(jax.device_get(_forward(
-        params, input_ids[rows], token_type_ids[rows], input_mask[rows], model=model,
-        layers=layers, with_attention=with_attention)))
+    batches.append(
+      jax.device_get(
+        _forward(
+          params,
+          input_ids[rows],
+          token_type_ids[rows],
+          input_mask[rows],
+          model=model,
+          layers=layers,
+          with_attention=with_attention,
+        )
+      )
+    )
   hidden_NKLD = np.concatenate([b["hidden"] for b in batches])[:count]
   if pooling == "cls":
     embeddings = hidden_NKLD[:, :, 0]
@@ -175,9 +215,13 @@ def embed_features(params, model: ModelConfig, features: Features, *, layers: tu
     embeddings = hidden_NKLD.sum(axis=2) / features.lengths[:, None, None].astype(np.float32)
   else:
     embeddings = hidden_NKLD
-  arrays = {"layers": np.array(layers, np.int32), "lengths": features.lengths,
-            "input_ids": features.input_ids, "token_type_ids": features.token_type_ids,
-            "embeddings": embeddings}
+  arrays = {
+    "layers": np.array(layers, np.int32),
+    "lengths": features.lengths,
+    "input_ids": features.input_ids,
+    "token_type_ids": features.token_type_ids,
+    "embeddings": embeddings,
+  }
   if with_attention:
     arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
   return arrays
@@ -185,22 +229,33 @@ def embed_features(params, model: ModelConfig, features: Features, *, layers: tu
 
 def _define_flags(flag_values: flags.FlagValues):
   define = {"flag_values": flag_values}
-  flags.DEFINE_string("checkpoint", None, "A bert_jax workdir (or checkpoints/<step>).",
-                      **define)
-  flags.DEFINE_string("input", None, "UTF-8 text, one example per line ('a ||| b' = pair).",
-                      **define)
+  flags.DEFINE_string("checkpoint", None, "A bert_jax workdir (or checkpoints/<step>).", **define)
+  flags.DEFINE_string(
+    "input", None, "UTF-8 text, one example per line ('a ||| b' = pair).", **define
+  )
   flags.DEFINE_string("output", None, "The .npz file to write.", **define)
-  flags.DEFINE_string("layers", "-1", "Hidden states to keep, comma-separated: 0 = "
-                      "embeddings, i = layer i, negative = from the top.", **define)
-  flags.DEFINE_enum("pooling", "none", list(POOLINGS), "none: every token; cls: the [CLS] "
-                    "token; mean: the mean over the example's tokens.", **define)
-  flags.DEFINE_boolean("attention", False, "Also save every layer's attention weights.",
-                       **define)
+  flags.DEFINE_string(
+    "layers",
+    "-1",
+    "Hidden states to keep, comma-separated: 0 = embeddings, i = layer i, negative = from the top.",
+    **define,
+  )
+  flags.DEFINE_enum(
+    "pooling",
+    "none",
+    list(POOLINGS),
+    "none: every token; cls: the [CLS] token; mean: the mean over the example's tokens.",
+    **define,
+  )
+  flags.DEFINE_boolean("attention", False, "Also save every layer's attention weights.", **define)
   flags.DEFINE_string("vocab", None, "vocab.txt / .model; default: the run's.", **define)
-  flags.DEFINE_boolean("lowercase", None, "Uncased vocab; default: the run's setting.",
-                       **define)
-  flags.DEFINE_integer("max_seq_length", 0, "Tokens per example at most; 0 = the model's "
-                       "max_position_embeddings.", **define)
+  flags.DEFINE_boolean("lowercase", None, "Uncased vocab; default: the run's setting.", **define)
+  flags.DEFINE_integer(
+    "max_seq_length",
+    0,
+    "Tokens per example at most; 0 = the model's max_position_embeddings.",
+    **define,
+  )
   flags.DEFINE_integer("batch_size", 32, "Examples per model call.", **define)
 
 
@@ -208,15 +263,18 @@ def _tokenizer(values, run: workdir_params.Run):
   vocab_path, lowercase = workdir_params.run_vocab(run.config)
   vocab_path = values["vocab"].value or vocab_path
   if vocab_path is None:
-    raise UserInputError(f"the run in {values['checkpoint'].value} records no vocab; pass "
-                         "--vocab=vocab.txt")
+    raise UserInputError(
+      f"the run in {values['checkpoint'].value} records no vocab; pass --vocab=vocab.txt"
+    )
   if values["lowercase"].value is not None:
     lowercase = values["lowercase"].value
   tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=lowercase)
   if tokenizer.vocab_size != run.model.vocab_size:
-    raise UserInputError(f"vocab {vocab_path} has {tokenizer.vocab_size} entries but the "
-                         f"model's vocab_size is {run.model.vocab_size}; pass the vocab the "
-                         "model was trained with (--vocab)")
+    raise UserInputError(
+      f"vocab {vocab_path} has {tokenizer.vocab_size} entries but the "
+      f"model's vocab_size is {run.model.vocab_size}; pass the vocab the "
+      "model was trained with (--vocab)"
+    )
   return tokenizer
 
 
@@ -226,8 +284,9 @@ def _embed(values: flags.FlagValues):
       raise UserInputError(f"--{name} is required")
   input_path = epath.Path(values["input"].value)
   if not input_path.is_file():
-    raise UserInputError(f"--input={input_path} is not a file; pass a text file, one "
-                         "example per line")
+    raise UserInputError(
+      f"--input={input_path} is not a file; pass a text file, one example per line"
+    )
   lines = input_path.read_text(encoding="utf-8").splitlines()
   if not lines:
     raise UserInputError(f"--input={input_path} is empty")
@@ -237,18 +296,25 @@ def _embed(values: flags.FlagValues):
   max_positions = run.model.max_position_embeddings
   max_seq_length = values["max_seq_length"].value or max_positions
   if not 3 <= max_seq_length <= max_positions:
-    raise UserInputError(f"--max_seq_length={max_seq_length} must be in [3, "
-                         f"{max_positions}] (the model's max_position_embeddings)")
+    raise UserInputError(
+      f"--max_seq_length={max_seq_length} must be in [3, "
+      f"{max_positions}] (the model's max_position_embeddings)"
+    )
   tokenizer = _tokenizer(values, run)
   features = featurize(lines, tokenizer, max_seq_length)
   params = weight_table.unscanned(run.params, run.model)["bert"]
-  arrays = embed_features(params, run.model, features,
-                          layers=resolve_layers(values["layers"].value, run.model.num_layers),
-                          pooling=values["pooling"].value,
-                          with_attention=values["attention"].value,
-                          batch_size=values["batch_size"].value)
-  tokens = [tokenizer.convert_ids_to_tokens(ids[:n])
-            for ids, n in zip(features.input_ids, features.lengths)]
+  arrays = embed_features(
+    params,
+    run.model,
+    features,
+    layers=resolve_layers(values["layers"].value, run.model.num_layers),
+    pooling=values["pooling"].value,
+    with_attention=values["attention"].value,
+    batch_size=values["batch_size"].value,
+  )
+  tokens = [
+    tokenizer.convert_ids_to_tokens(ids[:n]) for ids, n in zip(features.input_ids, features.lengths)
+  ]
   width = features.input_ids.shape[1]
   arrays["tokens"] = np.array([row + [""] * (width - len(row)) for row in tokens], dtype=str)
   output = epath.Path(values["output"].value)

@@ -17,27 +17,38 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
   import transformers  # pylint: disable=g-import-not-at-top
 
   hf_config = transformers.BertConfig(
-      vocab_size=model_config.vocab_size, hidden_size=model_config.hidden_size,
-      num_hidden_layers=model_config.num_layers, num_attention_heads=model_config.num_heads,
-      intermediate_size=model_config.intermediate_size,
-      max_position_embeddings=model_config.max_position_embeddings,
-      hidden_dropout_prob=model_config.hidden_dropout_rate,
-      attention_probs_dropout_prob=model_config.attention_dropout_rate, hidden_act="gelu")
+    vocab_size=model_config.vocab_size,
+    hidden_size=model_config.hidden_size,
+    num_hidden_layers=model_config.num_layers,
+    num_attention_heads=model_config.num_heads,
+    intermediate_size=model_config.intermediate_size,
+    max_position_embeddings=model_config.max_position_embeddings,
+    hidden_dropout_prob=model_config.hidden_dropout_rate,
+    attention_probs_dropout_prob=model_config.attention_dropout_rate,
+    hidden_act="gelu",
+  )
   with jax.numpy_rank_promotion("allow"):
     model = transformers.FlaxBertForPreTraining(hf_config, seed=seed)
   params = model.params
   opt_state = optimizer.init(params)
 
   def loss_fn(params, batch, rng):
-    outputs = model(batch["input_ids"], attention_mask=batch["input_mask"],
-                    token_type_ids=batch["token_type_ids"], params=params, dropout_rng=rng,
-                    train=True)
-    logits_BPV = jnp.take_along_axis(outputs.prediction_logits,
-                                     batch["masked_lm_positions"][:, :, None], axis=1)
+    outputs = model(
+      batch["input_ids"],
+      attention_mask=batch["input_mask"],
+      token_type_ids=batch["token_type_ids"],
+      params=params,
+      dropout_rng=rng,
+      train=True,
+    )
+    logits_BPV = jnp.take_along_axis(
+      outputs.prediction_logits, batch["masked_lm_positions"][:, :, None], axis=1
+    )
     weights_BP = batch["masked_lm_weights"]
     mlm = optax.softmax_cross_entropy_with_integer_labels(logits_BPV, batch["masked_lm_ids"])
-    nsp = optax.softmax_cross_entropy_with_integer_labels(outputs.seq_relationship_logits,
-                                                          batch["next_sentence_labels"])
+    nsp = optax.softmax_cross_entropy_with_integer_labels(
+      outputs.seq_relationship_logits, batch["next_sentence_labels"]
+    )
     return jnp.sum(mlm * weights_BP) / jnp.maximum(jnp.sum(weights_BP), 1.0) + jnp.mean(nsp)
 
   def step(params, opt_state, batch, rng):

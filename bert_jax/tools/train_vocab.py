@@ -7,7 +7,7 @@
 
 Both kinds hold BERT's special tokens [PAD] (id 0), [UNK], [CLS], [SEP] and [MASK], so either
 file works as ``data.vocab_path`` or ``create_pretraining_data --vocab``. Training is
-deterministic: WordPiece through ``build_default_corpus.train_wordpiece_vocab`` (uncased, with
+deterministic: WordPiece through ``wordpiece_training.train_wordpiece_vocab`` (uncased, with
 its fixed ``##`` ids), SentencePiece with one thread and unshuffled input.
 """
 
@@ -19,10 +19,8 @@ import tempfile
 
 from absl import logging
 
-from bert_jax.data import text_corpus
-from bert_jax.data import tokenization
+from bert_jax.data import text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
-from bert_jax.tools import build_default_corpus
 
 KINDS = ("wordpiece", "sentencepiece")
 MODEL_TYPES = ("unigram", "bpe")
@@ -56,17 +54,29 @@ def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
   with tempfile.TemporaryDirectory() as directory:
     text_path = _joined_text(files, directory)
     if kind == "wordpiece":
-      tokens = build_default_corpus.train_wordpiece_vocab(text_path, vocab_size)
+      tokens = wordpiece_training.train_wordpiece_vocab(text_path, vocab_size)
       with open(output, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(t + "\n" for t in tokens))
     else:
       import sentencepiece  # pylint: disable=g-import-not-at-top
+
       prefix = os.path.join(directory, "sp")
       sentencepiece.SentencePieceTrainer.train(
-          input=text_path, model_prefix=prefix, vocab_size=vocab_size, model_type=model_type,
-          pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
-          user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], num_threads=1,
-          shuffle_input_sentence=False, minloglevel=2)
+        input=text_path,
+        model_prefix=prefix,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        pad_piece="[PAD]",
+        unk_piece="[UNK]",
+        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        num_threads=1,
+        shuffle_input_sentence=False,
+        minloglevel=2,
+      )
       shutil.copyfile(prefix + ".model", output)
   tokenizer = tokenization.load_tokenizer(output)
   logging.info("wrote %s: %d entries", output, tokenizer.vocab_size)
@@ -83,8 +93,13 @@ def main(argv=None):
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.INFO)
   try:
-    train(inputs=args.input, output=args.output, kind=args.kind, vocab_size=args.vocab_size,
-          model_type=args.model_type)
+    train(
+      inputs=args.input,
+      output=args.output,
+      kind=args.kind,
+      vocab_size=args.vocab_size,
+      model_type=args.model_type,
+    )
   except (UserInputError, FileNotFoundError, RuntimeError) as e:
     print(f"train_vocab: {e}", file=sys.stderr)
     return 1

@@ -26,6 +26,7 @@ VOCAB_FILE = "vocab.txt"
 @dataclasses.dataclass(frozen=True)
 class Run:
   """What the tools need of a workdir: its newest params and what produced them."""
+
   params: dict  # Nested numpy arrays, the trainer's layout (scanned if the run was).
   model: ModelConfig
   config: dict  # The parsed config.json.
@@ -46,17 +47,26 @@ def read_run(path: str) -> Run:
   step_dir = init_from.find_checkpoint(str(epath.Path(path).resolve()))  # Orbax: absolute.
   config_path = step_dir.parent.parent / "config.json"
   if not config_path.exists():
-    raise UserInputError(f"{config_path} is missing; the tools need the run's config.json "
-                         "(its model section) next to checkpoints/")
+    raise UserInputError(
+      f"{config_path} is missing; the tools need the run's config.json "
+      "(its model section) next to checkpoints/"
+    )
   config = json.loads(config_path.read_text())
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
     metadata = checkpointer.metadata(step_dir / "state").item_metadata.tree["params"]
     restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), metadata)
-    params = checkpointer.restore(step_dir / "state", args=ocp.args.PyTreeRestore(
-        item={"params": metadata}, restore_args={"params": restore_args},
-        partial_restore=True))["params"]
-  return Run(params=params, model=model_config_from_dict(config.get("model", {})),
-             config=config, step_dir=step_dir)
+    params = checkpointer.restore(
+      step_dir / "state",
+      args=ocp.args.PyTreeRestore(
+        item={"params": metadata}, restore_args={"params": restore_args}, partial_restore=True
+      ),
+    )["params"]
+  return Run(
+    params=params,
+    model=model_config_from_dict(config.get("model", {})),
+    config=config,
+    step_dir=step_dir,
+  )
 
 
 def run_vocab(config: dict):
@@ -68,12 +78,21 @@ def run_vocab(config: dict):
   data = config.get("data")
   if not data or "vocab_path" not in data:
     return None, True
-  return (data["vocab_path"] or default_corpus.default_vocab_path(),
-          bool(data.get("lowercase", True)))
+  return (
+    data["vocab_path"] or default_corpus.default_vocab_path(),
+    bool(data.get("lowercase", True)),
+  )
 
 
-def write_converted(directory: epath.Path, params, model: ModelConfig, *, source: str,
-                    vocab_path=None, lowercase: bool = True):
+def write_converted(
+  directory: epath.Path,
+  params,
+  model: ModelConfig,
+  *,
+  source: str,
+  vocab_path=None,
+  lowercase: bool = True,
+):
   """Writes a converted model as a workdir into ``directory`` (which must be empty).
 
   Args:
@@ -84,13 +103,13 @@ def write_converted(directory: epath.Path, params, model: ModelConfig, *, source
     vocab_path: the source's vocab.txt, copied as ``vocab.txt``; None if unknown.
     lowercase: whether that vocab is uncased.
   """
-  config = {"model": json.loads(json.dumps(dataclasses.asdict(model))),
-            "converted_from": source}
+  config = {"model": json.loads(json.dumps(dataclasses.asdict(model))), "converted_from": source}
   if vocab_path is not None:
     shutil.copyfile(vocab_path, directory / VOCAB_FILE)
-    config["data"] = {"vocab_path": str((directory / VOCAB_FILE).resolve()),
-                      "lowercase": lowercase}
+    config["data"] = {"vocab_path": str((directory / VOCAB_FILE).resolve()), "lowercase": lowercase}
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
-    checkpointer.save(directory.resolve() / "checkpoints" / "0" / "state",
-                      args=ocp.args.StandardSave({"params": params}))
+    checkpointer.save(
+      directory.resolve() / "checkpoints" / "0" / "state",
+      args=ocp.args.StandardSave({"params": params}),
+    )

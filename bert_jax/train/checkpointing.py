@@ -22,22 +22,31 @@ class Checkpointer:
   def __init__(self, workdir: str, max_to_keep: int = 3):
     self.directory = epath.Path(workdir) / "checkpoints"
     self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
-                                             enable_async_checkpointing=True),
-        item_handlers={"state": ocp.StandardCheckpointHandler(),
-                       "rng": ocp.StandardCheckpointHandler(),
-                       "data": ocp.JsonCheckpointHandler()})
+      self.directory,
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True
+      ),
+      item_handlers={
+        "state": ocp.StandardCheckpointHandler(),
+        "rng": ocp.StandardCheckpointHandler(),
+        "data": ocp.JsonCheckpointHandler(),
+      },
+    )
 
   def latest_step(self):
     return self._manager.latest_step()
 
   def save(self, step: int, state, rng, data_position: int):
     """Starts an asynchronous save of everything needed to resume at ``step``."""
-    self._manager.save(step, args=ocp.args.Composite(
+    self._manager.save(
+      step,
+      args=ocp.args.Composite(
         state=ocp.args.StandardSave(state),
         rng=ocp.args.StandardSave({"key_data": jax.random.key_data(rng)}),
-        data=ocp.args.JsonSave({"position": int(data_position)})), force=True)
+        data=ocp.args.JsonSave({"position": int(data_position)}),
+      ),
+      force=True,
+    )
 
   def check_compatible(self, step: int, abstract_state):
     """Raises a one-line error if the checkpoint's params differ in shape from the model's."""
@@ -45,8 +54,9 @@ class Checkpointer:
     stored_state = self._manager.item_metadata(step)["state"]
     if "opt_state" not in stored_state:
       raise UserInputError(
-          f"{where} holds parameters only (converted weights), not a run to resume; pass "
-          f"--config.init_from={self.directory.parent} and a new --workdir")
+        f"{where} holds parameters only (converted weights), not a run to resume; pass "
+        f"--config.init_from={self.directory.parent} and a new --workdir"
+      )
     stored = _shapes_by_path(stored_state["params"])
     wanted = _shapes_by_path(abstract_state.params)
     for path in sorted(set(stored) | set(wanted)):
@@ -58,18 +68,25 @@ class Checkpointer:
         problem = f"holds params/{path} of shape {stored[path]}, this config needs {wanted[path]}"
       else:
         continue
-      raise UserInputError(f"{where} {problem}: it was written by another model; use a new "
-                           "--workdir or the config that wrote it")
+      raise UserInputError(
+        f"{where} {problem}: it was written by another model; use a new "
+        "--workdir or the config that wrote it"
+      )
 
   def restore(self, step: int, abstract_state, abstract_rng):
     """Restores (state, rng, data position) into the shardings of ``abstract_state``."""
     self.check_compatible(step, abstract_state)
-    key_data = jax.ShapeDtypeStruct(jax.random.key_data(abstract_rng).shape, np.uint32,
-                                    sharding=abstract_rng.sharding)
-    restored = self._manager.restore(step, args=ocp.args.Composite(
+    key_data = jax.ShapeDtypeStruct(
+      jax.random.key_data(abstract_rng).shape, np.uint32, sharding=abstract_rng.sharding
+    )
+    restored = self._manager.restore(
+      step,
+      args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract_state),
         rng=ocp.args.StandardRestore({"key_data": key_data}),
-        data=ocp.args.JsonRestore()))
+        data=ocp.args.JsonRestore(),
+      ),
+    )
     rng = jax.random.wrap_key_data(restored["rng"]["key_data"])
     return restored["state"], rng, int(restored["data"]["position"])
 
@@ -87,10 +104,12 @@ class Checkpointer:
 
 def _shapes_by_path(tree):
   """{"a/b/kernel": shape} for a params tree of arrays, abstract arrays or Orbax metadata."""
+
   def name(key):
     for attribute in ("key", "name", "idx"):
       if hasattr(key, attribute):
         return str(getattr(key, attribute))
     return str(key)
+
   flat = jax.tree_util.tree_flatten_with_path(tree)[0]
   return {"/".join(name(k) for k in path): tuple(leaf.shape) for path, leaf in flat}

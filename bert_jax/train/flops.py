@@ -11,21 +11,22 @@ from bert_jax.models.config import ModelConfig
 
 # Dense bf16 peaks from the vendors' data sheets, FLOP/s per device as jax enumerates them.
 _PEAK_FLOPS_BY_DEVICE_KIND = {
-    "TPU v4": 275e12,
-    "TPU v5 lite": 197e12,
-    "TPU v5e": 197e12,
-    "TPU v5": 459e12,
-    "TPU v5p": 459e12,
-    "TPU v6 lite": 918e12,
-    "TPU v6e": 918e12,
-    "NVIDIA H100": 989e12,
-    "NVIDIA H200": 989e12,
-    "NVIDIA A100": 312e12,
+  "TPU v4": 275e12,
+  "TPU v5 lite": 197e12,
+  "TPU v5e": 197e12,
+  "TPU v5": 459e12,
+  "TPU v5p": 459e12,
+  "TPU v6 lite": 918e12,
+  "TPU v6e": 918e12,
+  "NVIDIA H100": 989e12,
+  "NVIDIA H200": 989e12,
+  "NVIDIA A100": 312e12,
 }
 
 
-def train_flops_per_step(config: ModelConfig, batch_size: int, seq_len: int,
-                         predictions_per_seq: int) -> float:
+def train_flops_per_step(
+  config: ModelConfig, batch_size: int, seq_len: int, predictions_per_seq: int
+) -> float:
   """Matmul FLOPs of one forward+backward pass (3x forward), as MFU conventionally counts.
 
   Encoder: 2 FLOPs per multiply-add over the layer weights for every token, plus the two
@@ -55,8 +56,12 @@ def train_flops_for_batch(config: ModelConfig, example_batch) -> float:
   """
   input_ids = example_batch["input_ids"]
   positions = example_batch.get("masked_lm_positions")
-  return train_flops_per_step(config, math.prod(input_ids.shape[:-1]), input_ids.shape[-1],
-                              0 if positions is None else positions.shape[-1])
+  return train_flops_per_step(
+    config,
+    math.prod(input_ids.shape[:-1]),
+    input_ids.shape[-1],
+    0 if positions is None else positions.shape[-1],
+  )
 
 
 @functools.cache

@@ -26,9 +26,9 @@ ENCODER = "bert"
 _OPTIONAL_ENCODER_PREFIXES = (ENCODER + "/pooler/",)
 # Embedding tables whose first dimension is a config key: the key and what it counts.
 _EMBEDDING_SIZES = {
-    "bert/embeddings/word_embeddings/embedding": ("vocab_size", "vocab entries"),
-    "bert/embeddings/position_embeddings/embedding": ("max_position_embeddings", "positions"),
-    "bert/embeddings/token_type_embeddings/embedding": ("type_vocab_size", "segment types"),
+  "bert/embeddings/word_embeddings/embedding": ("vocab_size", "vocab entries"),
+  "bert/embeddings/position_embeddings/embedding": ("max_position_embeddings", "positions"),
+  "bert/embeddings/token_type_embeddings/embedding": ("type_vocab_size", "segment types"),
 }
 
 
@@ -38,19 +38,27 @@ def find_checkpoint(path: str) -> epath.Path:
   if (path / "state").exists():
     return path
   directory = path / "checkpoints" if (path / "checkpoints").exists() else path
-  steps = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if (
-      directory.exists()) else []
+  steps = (
+    sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    if (directory.exists())
+    else []
+  )
   if not steps:
-    raise UserInputError(f"init_from={path} holds no checkpoint; point it at a workdir, its "
-                         "checkpoints/ directory or one checkpoints/<step> directory")
+    raise UserInputError(
+      f"init_from={path} holds no checkpoint; point it at a workdir, its "
+      "checkpoints/ directory or one checkpoints/<step> directory"
+    )
   return directory / str(steps[-1])
 
 
 def _flat(tree):
   def name(key):
     return str(getattr(key, "key", getattr(key, "name", key)))
-  return {"/".join(name(k) for k in path): leaf
-          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+  return {
+    "/".join(name(k) for k in path): leaf
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+  }
 
 
 def _stored_model_section(step_dir: epath.Path) -> dict:
@@ -60,14 +68,16 @@ def _stored_model_section(step_dir: epath.Path) -> dict:
 
 
 def _differing_model_keys(stored_model: dict, model_config) -> str:
-  """"model.x=<checkpoint's>" for each model key where the checkpoint's config differs."""
+  """ "model.x=<checkpoint's>" for each model key where the checkpoint's config differs."""
   if model_config is None or not stored_model:
     return ""
   ours = {k: getattr(model_config, k) for k in stored_model if hasattr(model_config, k)}
-  diffs = [f"--config.model.{k}={stored_model[k]}" for k in sorted(ours)
-           if k != "lsh" and stored_model[k] != ours[k]]
-  return (f"; its config.json has another model: pass {' '.join(diffs)} to match it"
-          if diffs else "")
+  diffs = [
+    f"--config.model.{k}={stored_model[k]}"
+    for k in sorted(ours)
+    if k != "lsh" and stored_model[k] != ours[k]
+  ]
+  return f"; its config.json has another model: pass {' '.join(diffs)} to match it" if diffs else ""
 
 
 def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
@@ -87,30 +97,46 @@ def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
       continue
     if path in _EMBEDDING_SIZES and theirs[1:] == ours[1:]:
       key, what = _EMBEDDING_SIZES[path]
-      fix = (f"set model.vocab_size={theirs[0]} and data.vocab_path to the checkpoint's vocab"
-             if key == "vocab_size" else f"set model.{key}={theirs[0]}")
-      problems.append(f"the checkpoint has {theirs[0]} {what}, this model {ours[0]} "
-                      f"(model.{key}={ours[0]}): {fix}")
+      fix = (
+        f"set model.vocab_size={theirs[0]} and data.vocab_path to the checkpoint's vocab"
+        if key == "vocab_size"
+        else f"set model.{key}={theirs[0]}"
+      )
+      problems.append(
+        f"the checkpoint has {theirs[0]} {what}, this model {ours[0]} "
+        f"(model.{key}={ours[0]}): {fix}"
+      )
     elif not path.startswith(ENCODER + "/") and theirs[:-1] == ours[:-1]:
       heads.setdefault(path.split("/")[0], (theirs[-1], ours[-1]))
     else:
       other_shapes.append(f"{path} {theirs} vs {ours}")
   for head, (theirs, ours) in sorted(heads.items()):
     problems.append(
-        f"head {head!r} has {theirs} labels in the checkpoint, {ours} in this model: make the "
-        f"task's label count {theirs}, or init from a checkpoint without this head (e.g. the "
-        "pretraining run)")
+      f"head {head!r} has {theirs} labels in the checkpoint, {ours} in this model: make the "
+      f"task's label count {theirs}, or init from a checkpoint without this head (e.g. the "
+      "pretraining run)"
+    )
   if other_shapes:
-    problems.append(f"{len(other_shapes)} parameters of another shape (checkpoint vs model), "
-                    f"e.g. {'; '.join(other_shapes[:3])}: match the model.* keys")
-  for missing, side, other in ((set(wanted) - set(stored), "this model has", "checkpoint"),
-                               (set(stored) - set(wanted), "the checkpoint has", "model")):
-    encoder = sorted(p for p in missing if p.startswith(ENCODER + "/") and not (
-        other == "checkpoint" and p.startswith(_OPTIONAL_ENCODER_PREFIXES)))
+    problems.append(
+      f"{len(other_shapes)} parameters of another shape (checkpoint vs model), "
+      f"e.g. {'; '.join(other_shapes[:3])}: match the model.* keys"
+    )
+  for missing, side, other in (
+    (set(wanted) - set(stored), "this model has", "checkpoint"),
+    (set(stored) - set(wanted), "the checkpoint has", "model"),
+  ):
+    encoder = sorted(
+      p
+      for p in missing
+      if p.startswith(ENCODER + "/")
+      and not (other == "checkpoint" and p.startswith(_OPTIONAL_ENCODER_PREFIXES))
+    )
     if encoder:
-      problems.append(f"{side} {len(encoder)} encoder parameters the {other} lacks, e.g. "
-                      f"{', '.join(encoder[:3])}: match model.num_layers / scan_layers / "
-                      "reversible")
+      problems.append(
+        f"{side} {len(encoder)} encoder parameters the {other} lacks, e.g. "
+        f"{', '.join(encoder[:3])}: match model.num_layers / scan_layers / "
+        "reversible"
+      )
   return problems
 
 
@@ -137,15 +163,19 @@ def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path
   step_dir = find_checkpoint(init_from)
   stored = _stored_params(step_dir)
   wanted = _flat(abstract_params)
-  problems = mismatch_problems({k: v.shape for k, v in stored.items()},
-                               {k: v.shape for k, v in wanted.items()})
+  problems = mismatch_problems(
+    {k: v.shape for k, v in stored.items()}, {k: v.shape for k, v in wanted.items()}
+  )
   if problems:
     raise UserInputError(
-        f"init_from {step_dir} does not fit this model: {'; '.join(problems)}"
-        f"{_differing_model_keys(_stored_model_section(step_dir), model_config)}")
+      f"init_from {step_dir} does not fit this model: {'; '.join(problems)}"
+      f"{_differing_model_keys(_stored_model_section(step_dir), model_config)}"
+    )
   if not set(stored) & set(wanted):
-    raise UserInputError(f"init_from {step_dir} shares no parameter with this model; is it "
-                         "a bert_jax checkpoint of the same architecture?")
+    raise UserInputError(
+      f"init_from {step_dir} shares no parameter with this model; is it "
+      "a bert_jax checkpoint of the same architecture?"
+    )
   return step_dir
 
 
@@ -163,15 +193,26 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
   shared = sorted(set(stored) & set(wanted))
   target = _unflatten({k: wanted[k] for k in shared})
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
-    restored = _flat(checkpointer.restore(step_dir / "state", args=ocp.args.PyTreeRestore(
-        item={"params": target},
-        restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
-        partial_restore=True))["params"])
+    restored = _flat(
+      checkpointer.restore(
+        step_dir / "state",
+        args=ocp.args.PyTreeRestore(
+          item={"params": target},
+          restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
+          partial_restore=True,
+        ),
+      )["params"]
+    )
   fresh = sorted({k.split("/")[0] for k in set(wanted) - set(stored)})
   dropped = sorted({k.split("/")[0] for k in set(stored) - set(wanted)})
-  logging.info("init_from %s: restored %d parameters; new heads (fresh init): %s; checkpoint "
-               "heads left out: %s", step_dir, len(shared), ", ".join(fresh) or "none",
-               ", ".join(dropped) or "none")
+  logging.info(
+    "init_from %s: restored %d parameters; new heads (fresh init): %s; checkpoint "
+    "heads left out: %s",
+    step_dir,
+    len(shared),
+    ", ".join(fresh) or "none",
+    ", ".join(dropped) or "none",
+  )
   flat_params = _flat(params)
   flat_params.update(restored)
   return _unflatten(flat_params)

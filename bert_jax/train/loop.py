@@ -54,8 +54,11 @@ class _IntervalMetrics:
     self.timed_steps, self.start = 0, None
 
   def add(self, metrics):
-    sums = {k: np.asarray(v, np.float64) for k, v in metrics.items()
-            if k not in ("grad_norm", "learning_rate", "finite")}
+    sums = {
+      k: np.asarray(v, np.float64)
+      for k, v in metrics.items()
+      if k not in ("grad_norm", "learning_rate", "finite")
+    }
     self.sums = sums if self.sums is None else {k: self.sums[k] + sums[k] for k in sums}
     self.grad_norm_sum += float(metrics["grad_norm"])
     self.learning_rate = float(metrics["learning_rate"])
@@ -77,10 +80,14 @@ class _IntervalMetrics:
 
 
 def _batches(data, settings, split, start_position=0):
-  return data.batches(split=split, seed=settings.trainer.seed,
-                      global_batch_size=settings.trainer.global_batch_size,
-                      process_index=jax.process_index(), process_count=jax.process_count(),
-                      start_position=start_position)
+  return data.batches(
+    split=split,
+    seed=settings.trainer.seed,
+    global_batch_size=settings.trainer.global_batch_size,
+    process_index=jax.process_index(),
+    process_count=jax.process_count(),
+    start_position=start_position,
+  )
 
 
 def evaluate(eval_fn, params, eval_batches, mesh, rng, task):
@@ -103,7 +110,8 @@ def predict_rows(predict_fn, params, batches, mesh, rng):
   totals, parts = None, []
   for host_batch in batches:
     sums, predictions = jax.device_get(
-        predict_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng))
+      predict_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng)
+    )
     totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
     parts.append(predictions)
   if totals is None:
@@ -148,21 +156,34 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   workdir = epath.Path(workdir)
   run_state.write_config_json(workdir, config, settings.model)
   mesh = mesh_lib.make_mesh(settings.mesh)
-  check_batch_fits_mesh(settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"],
-                        jax.process_count())
+  check_batch_fits_mesh(
+    settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
+  )
   data = registry.make_data(settings)
   settings = resolve_train_steps(
-      settings, data.num_train_examples if settings.trainer.num_train_epochs else 0)
+    settings, data.num_train_examples if settings.trainer.num_train_epochs else 0
+  )
   trainer = settings.trainer
-  logging.info("task %s: %d train steps, %d warmup", trainer.task, trainer.num_train_steps,
-               settings.optimizer.warmup_steps)
+  logging.info(
+    "task %s: %d train steps, %d warmup",
+    trainer.task,
+    trainer.num_train_steps,
+    settings.optimizer.warmup_steps,
+  )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
     checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
     state, rng, position = run_state.restore_or_initialize(
-        checkpointer, training.init_params, training.optimizer, training.abstract_state,
-        training.state_shardings, trainer.seed, sharding.replicated(mesh), trainer.init_from,
-        settings.model)
+      checkpointer,
+      training.init_params,
+      training.optimizer,
+      training.abstract_state,
+      training.state_shardings,
+      trainer.seed,
+      sharding.replicated(mesh),
+      trainer.init_from,
+      settings.model,
+    )
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)
 
 
@@ -183,8 +204,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
   pending = []  # (step number after the update, device metrics)
   last_saved = start_step if start_step else None
   eval_metrics = {}
-  profiler = profiling.StepProfiler(workdir, trainer.profile_start_step,
-                                    trainer.profile_num_steps)
+  profiler = profiling.StepProfiler(workdir, trainer.profile_start_step, trainer.profile_num_steps)
 
   def drain(keep: int):
     while len(pending) > keep:
@@ -192,18 +212,23 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
       metrics = jax.device_get(metrics)
       if not bool(metrics["finite"]):
         raise NonFiniteLossError(
-            f"loss or gradient is not finite at step {step}; the last good checkpoint is "
-            f"{checkpointer.directory}/{last_saved}; lower optimizer.learning_rate or check "
-            "the data")
+          f"loss or gradient is not finite at step {step}; the last good checkpoint is "
+          f"{checkpointer.directory}/{last_saved}; lower optimizer.learning_rate or check "
+          "the data"
+        )
       interval.add(metrics)
       if step % trainer.log_every_steps == 0:
         row = task.metrics_from_sums(interval.sums)
-        row.update(learning_rate=interval.learning_rate,
-                   grad_norm=interval.grad_norm_sum / interval.steps)
+        row.update(
+          learning_rate=interval.learning_rate, grad_norm=interval.grad_norm_sum / interval.steps
+        )
         steps_per_sec = interval.steps_per_sec()
         if steps_per_sec is not None:
-          row.update(steps_per_sec=steps_per_sec, tokens_per_sec=steps_per_sec * tokens_per_step,
-                     mfu=steps_per_sec * flops_per_step / peak)
+          row.update(
+            steps_per_sec=steps_per_sec,
+            tokens_per_sec=steps_per_sec * tokens_per_step,
+            mfu=steps_per_sec * flops_per_step / peak,
+          )
         writer.write(step, "train", row)
         interval.reset()
 
@@ -217,8 +242,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
       drain(keep=1)
       done = step + 1
       preempted = sigterm.raised if sigterm else checkpointer.reached_preemption(done)
-      if (done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or
-          preempted):
+      if done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or preempted:
         drain(keep=0)  # Never checkpoint a state whose update was not finite.
         checkpointer.save(done, state, rng, batches.position)
         last_saved = done
@@ -226,14 +250,17 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
         drain(keep=0)
         eval_batches = _batches(data, settings, "eval")
         if training.predict_step is None:
-          eval_metrics = evaluate(training.eval_step, state.params, eval_batches, mesh,
-                                  eval_rng, task)
+          eval_metrics = evaluate(
+            training.eval_step, state.params, eval_batches, mesh, eval_rng, task
+          )
         else:
-          eval_metrics, files = evaluate_predictions(training.predict_step, state.params,
-                                                     eval_batches, mesh, eval_rng, task, data)
+          eval_metrics, files = evaluate_predictions(
+            training.predict_step, state.params, eval_batches, mesh, eval_rng, task, data
+          )
           if done == trainer.num_train_steps and data.test_arrays is not None:
-            _, test_rows = predict_rows(training.predict_step, state.params,
-                                        _batches(data, settings, "test"), mesh, eval_rng)
+            _, test_rows = predict_rows(
+              training.predict_step, state.params, _batches(data, settings, "test"), mesh, eval_rng
+            )
             files.update(data.test_prediction_files(test_rows))
           write_predictions(workdir, files)
         writer.write(done, "eval", eval_metrics)

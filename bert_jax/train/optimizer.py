@@ -16,6 +16,7 @@ _DECAYED_PARAM_NAMES = ("kernel", "embedding")
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
   """Optimizer hyper-parameters; defaults are the BERT paper's pretraining recipe."""
+
   name: str = "adamw"
   learning_rate: float = 1e-4
   warmup_steps: int = 10_000
@@ -27,24 +28,30 @@ class OptimizerConfig:
 
   def __post_init__(self):
     if self.name not in OPTIMIZERS:
-      raise UserInputError(f"optimizer.name={self.name!r} is unknown; choose one of "
-                           f"{', '.join(OPTIMIZERS)}")
+      raise UserInputError(
+        f"optimizer.name={self.name!r} is unknown; choose one of {', '.join(OPTIMIZERS)}"
+      )
 
 
 def learning_rate_schedule(config: OptimizerConfig, num_train_steps: int) -> optax.Schedule:
   """Linear warmup from 0 to the peak, then linear decay to 0 at ``num_train_steps``."""
   warmup = min(config.warmup_steps, num_train_steps)
-  return optax.join_schedules([
+  return optax.join_schedules(
+    [
       optax.linear_schedule(0.0, config.learning_rate, max(warmup, 1)),
       optax.linear_schedule(config.learning_rate, 0.0, max(num_train_steps - warmup, 1)),
-  ], boundaries=[warmup])
+    ],
+    boundaries=[warmup],
+  )
 
 
 def weight_decay_mask(params):
   """True for parameters that get weight decay (kernels and embedding tables)."""
+
   def decayed(path, _):
     names = [getattr(key, "key", None) for key in path]
     return any(name in _DECAYED_PARAM_NAMES for name in names)
+
   return jax.tree_util.tree_map_with_path(decayed, params)
 
 
@@ -55,11 +62,13 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   every gradient. Multiplying by ``min(1, max_norm / norm)`` fuses into the optimizer update:
   BERT-base's clip + AdamW step drops from 0.20 s to 0.09 s on a 2-core CPU.
   """
+
   def clip(updates, params=None):
     del params
     norm = optax.tree.norm(updates)
     scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, jnp.finfo(jnp.float32).tiny))
     return jax.tree.map(lambda t: t * scale.astype(t.dtype), updates)
+
   return optax.stateless(clip)
 
 
@@ -67,11 +76,22 @@ def make_optimizer(config: OptimizerConfig, num_train_steps: int) -> optax.Gradi
   """Gradient clipping followed by AdamW or LAMB on the warmup/decay schedule."""
   schedule = learning_rate_schedule(config, num_train_steps)
   if config.name == "adamw":
-    update = optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps,
-                         weight_decay=config.weight_decay, mask=weight_decay_mask)
+    update = optax.adamw(
+      schedule,
+      b1=config.b1,
+      b2=config.b2,
+      eps=config.eps,
+      weight_decay=config.weight_decay,
+      mask=weight_decay_mask,
+    )
   else:
-    update = optax.lamb(schedule, b1=config.b1, b2=config.b2, eps=config.eps,
-                        weight_decay=config.weight_decay, mask=weight_decay_mask)
-  clip = (clip_by_global_norm(config.max_grad_norm) if config.max_grad_norm > 0
-          else optax.identity())
+    update = optax.lamb(
+      schedule,
+      b1=config.b1,
+      b2=config.b2,
+      eps=config.eps,
+      weight_decay=config.weight_decay,
+      mask=weight_decay_mask,
+    )
+  clip = clip_by_global_norm(config.max_grad_norm) if config.max_grad_norm > 0 else optax.identity()
   return optax.chain(clip, update)

@@ -28,8 +28,9 @@ class StepProfiler:
   def __init__(self, workdir: epath.Path, start_step: int, num_steps: int):
     if start_step < 0 or num_steps < 0:
       raise UserInputError(
-          f"profile_start_step={start_step} and profile_num_steps={num_steps} must be >= 0; "
-          "set profile_num_steps=0 to turn profiling off")
+        f"profile_start_step={start_step} and profile_num_steps={num_steps} must be >= 0; "
+        "set profile_num_steps=0 to turn profiling off"
+      )
     self.directory = epath.Path(workdir) / PROFILE_DIR
     self._start, self._end = start_step, start_step + num_steps
     self._enabled = num_steps > 0 and jax.process_index() == 0

@@ -15,8 +15,7 @@ from bert_jax.train import state as state_lib
 from bert_jax.train.checkpointing import Checkpointer
 
 
-def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
-                      model: ModelConfig):
+def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict, model: ModelConfig):
   """Writes ``config.json``, refusing a workdir that holds a run of a different model.
 
   The ``model`` section is written resolved (size presets expanded). Only it must match, and
@@ -34,22 +33,32 @@ def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict,
     old = json.loads(path.read_text())
     if "converted_from" in old:
       raise UserInputError(
-          f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
-          f"pass --config.init_from={workdir} and a new --workdir")
+        f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
+        f"pass --config.init_from={workdir} and a new --workdir"
+      )
     old_model, new_model = old.get("model", {}), new.get("model", {})
     for key in sorted(set(old_model) | set(new_model)):
       if old_model.get(key) != new_model.get(key):
         raise UserInputError(
-            f"{workdir} holds a run with model.{key}={old_model.get(key)!r} but the config "
-            f"says {new_model.get(key)!r}; use a new --workdir or the original config")
+          f"{workdir} holds a run with model.{key}={old_model.get(key)!r} but the config "
+          f"says {new_model.get(key)!r}; use a new --workdir or the original config"
+        )
   if jax.process_index() == 0:
     workdir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(new, indent=2, sort_keys=True) + "\n")
 
 
-def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, abstract_state,
-                          state_shardings, seed: int, rng_sharding, init_from: str = "",
-                          model_config: ModelConfig | None = None):
+def restore_or_initialize(
+  checkpointer: Checkpointer,
+  init_params,
+  optimizer,
+  abstract_state,
+  state_shardings,
+  seed: int,
+  rng_sharding,
+  init_from: str = "",
+  model_config: ModelConfig | None = None,
+):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
   1. The latest checkpoint in the workdir (resume exactly: state, rng, data position).
@@ -65,13 +74,15 @@ def restore_or_initialize(checkpointer: Checkpointer, init_params, optimizer, ab
     logging.info("Resuming from %s/%d", checkpointer.directory, step)
     return checkpointer.restore(step, abstract_state, rng)
   # Metadata only: a checkpoint that does not fit fails before the (large) init.
-  source = (init_from_lib.check_fits(init_from, abstract_state.params, model_config)
-            if init_from else None)
+  source = (
+    init_from_lib.check_fits(init_from, abstract_state.params, model_config) if init_from else None
+  )
   state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings)
   if source:
     params = init_from_lib.overlay_params(state.params, source, abstract_state.params)
     # The optimizer state starts fresh; rebuild it for the restored params.
     init_opt_state = jax.jit(optimizer.init, out_shardings=state_shardings.opt_state)
-    state = state.replace(params=jax.device_put(params, state_shardings.params),
-                          opt_state=init_opt_state(params))
+    state = state.replace(
+      params=jax.device_put(params, state_shardings.params), opt_state=init_opt_state(params)
+    )
   return state, rng, 0

@@ -22,6 +22,7 @@ TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
   """Top-level keys of the config: what the train loop itself needs."""
+
   task: str = "pretraining"
   seed: int = 0
   num_train_steps: int = 1000
@@ -86,36 +87,51 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
 def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
   if data.max_seq_length > model.max_position_embeddings:
     raise UserInputError(
-        f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
-        f"{model.max_position_embeddings}; shorten the sequences or add position embeddings")
+      f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
+      f"{model.max_position_embeddings}; shorten the sequences or add position embeddings"
+    )
   chunk_len = model.lsh.chunk_len
   if model.attention_kind in ("lsh", "local") and data.max_seq_length % chunk_len:
     raise UserInputError(
-        f"data.max_seq_length={data.max_seq_length} is not a multiple of model.lsh.chunk_len="
-        f"{chunk_len} (attention_kind={model.attention_kind!r} needs whole chunks); use e.g. "
-        f"{-(-data.max_seq_length // chunk_len) * chunk_len}")
+      f"data.max_seq_length={data.max_seq_length} is not a multiple of model.lsh.chunk_len="
+      f"{chunk_len} (attention_kind={model.attention_kind!r} needs whole chunks); use e.g. "
+      f"{-(-data.max_seq_length // chunk_len) * chunk_len}"
+    )
   if trainer.task == "pretraining" and data.max_predictions_per_seq > data.max_seq_length:
     raise UserInputError(
-        f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
-        f"data.max_seq_length={data.max_seq_length}")
+      f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
+      f"data.max_seq_length={data.max_seq_length}"
+    )
   if trainer.global_batch_size % trainer.gradient_accumulation_steps:
     raise UserInputError(
-        f"global_batch_size={trainer.global_batch_size} is not divisible by "
-        f"gradient_accumulation_steps={trainer.gradient_accumulation_steps}")
-  for key in ("num_train_steps", "global_batch_size", "log_every_steps", "eval_every_steps",
-              "checkpoint_every_steps", "gradient_accumulation_steps"):
+      f"global_batch_size={trainer.global_batch_size} is not divisible by "
+      f"gradient_accumulation_steps={trainer.gradient_accumulation_steps}"
+    )
+  for key in (
+    "num_train_steps",
+    "global_batch_size",
+    "log_every_steps",
+    "eval_every_steps",
+    "checkpoint_every_steps",
+    "gradient_accumulation_steps",
+  ):
     if getattr(trainer, key) < 1:
       raise UserInputError(f"{key}={getattr(trainer, key)} must be at least 1")
   if trainer.num_train_epochs < 0 or not 0 <= trainer.warmup_fraction < 1:
     raise UserInputError(
-        f"num_train_epochs={trainer.num_train_epochs} must be >= 0 (0 = num_train_steps) and "
-        f"warmup_fraction={trainer.warmup_fraction} in [0, 1) (BERT fine-tuning: 3 and 0.1)")
+      f"num_train_epochs={trainer.num_train_epochs} must be >= 0 (0 = num_train_steps) and "
+      f"warmup_fraction={trainer.warmup_fraction} in [0, 1) (BERT fine-tuning: 3 and 0.1)"
+    )
   if trainer.num_train_epochs and trainer.task == "pretraining":
-    raise UserInputError("num_train_epochs is for fine-tuning tasks; pretraining counts "
-                         "num_train_steps (set num_train_epochs=0)")
+    raise UserInputError(
+      "num_train_epochs is for fine-tuning tasks; pretraining counts "
+      "num_train_steps (set num_train_epochs=0)"
+    )
   if trainer.freeze_encoder and not trainer.init_from:
-    raise UserInputError("freeze_encoder=True keeps the encoder as restored, but init_from is "
-                         "empty; set init_from to a pretrained workdir or converted weights")
+    raise UserInputError(
+      "freeze_encoder=True keeps the encoder as restored, but init_from is "
+      "empty; set init_from to a pretrained workdir or converted weights"
+    )
 
 
 def resolve_train_steps(settings: RunSettings, num_train_examples: int) -> RunSettings:
@@ -137,7 +153,8 @@ def resolve_train_steps(settings: RunSettings, num_train_examples: int) -> RunSe
     trainer = dataclasses.replace(trainer, num_train_steps=max(steps, 1))
   if trainer.warmup_fraction > 0:
     optimizer = dataclasses.replace(
-        optimizer, warmup_steps=round(trainer.warmup_fraction * trainer.num_train_steps))
+      optimizer, warmup_steps=round(trainer.warmup_fraction * trainer.num_train_steps)
+    )
   return dataclasses.replace(settings, trainer=trainer, optimizer=optimizer)
 
 
@@ -148,8 +165,11 @@ def check_batch_fits_mesh(trainer: TrainerConfig, data_parallel_size: int, proce
   valid = f"valid global_batch_size values: multiples of {step} ({step}, {2 * step}, ...)"
   if micro_batch % data_parallel_size:
     raise UserInputError(
-        f"global_batch_size / gradient_accumulation_steps = {micro_batch} does not divide over "
-        f"the {data_parallel_size} data-parallel devices (mesh data x fsdp); {valid}")
+      f"global_batch_size / gradient_accumulation_steps = {micro_batch} does not divide over "
+      f"the {data_parallel_size} data-parallel devices (mesh data x fsdp); {valid}"
+    )
   if trainer.global_batch_size % process_count:
-    raise UserInputError(f"global_batch_size={trainer.global_batch_size} does not divide over "
-                         f"{process_count} processes; {valid}")
+    raise UserInputError(
+      f"global_batch_size={trainer.global_batch_size} does not divide over "
+      f"{process_count} processes; {valid}"
+    )

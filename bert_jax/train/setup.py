@@ -23,6 +23,7 @@ from bert_jax.train.settings import RunSettings
 @dataclasses.dataclass(frozen=True)
 class Training:
   """Everything `train_and_evaluate` needs besides data, checkpoints and the loop."""
+
   task: Any
   optimizer: optax.GradientTransformation
   init_params: Callable
@@ -42,8 +43,9 @@ def make_task(settings: RunSettings, data=None):
 
 def _frozen_params_mask(params):
   """True for the shared "bert" trunk, False for the task heads."""
-  return {name: jax.tree.map(lambda _, n=name: n == "bert", subtree)
-          for name, subtree in params.items()}
+  return {
+    name: jax.tree.map(lambda _, n=name: n == "bert", subtree) for name, subtree in params.items()
+  }
 
 
 def make_optimizer(settings: RunSettings) -> optax.GradientTransformation:
@@ -56,8 +58,11 @@ def make_optimizer(settings: RunSettings) -> optax.GradientTransformation:
   optimizer = optimizer_lib.make_optimizer(settings.optimizer, settings.trainer.num_train_steps)
   if not settings.trainer.freeze_encoder:
     return optimizer
-  return optax.chain(optax.masked(optax.set_to_zero(), _frozen_params_mask), optimizer,
-                     optax.masked(optax.set_to_zero(), _frozen_params_mask))
+  return optax.chain(
+    optax.masked(optax.set_to_zero(), _frozen_params_mask),
+    optimizer,
+    optax.masked(optax.set_to_zero(), _frozen_params_mask),
+  )
 
 
 def build_training(settings: RunSettings, mesh, data=None) -> Training:
@@ -76,21 +81,31 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
 
   def init_params(rng):
     inputs = task.model_inputs({k: jnp.asarray(v[:1]) for k, v in example.items()})
-    return task.model(deterministic=True).init({"params": rng, "hashing": rng},
-                                               *inputs)["params"]
+    return task.model(deterministic=True).init({"params": rng, "hashing": rng}, *inputs)["params"]
 
   rules = settings.mesh.logical_axis_rules
   abstract_state, state_shardings = state_lib.abstract_state_and_shardings(
-      init_params, optimizer, mesh, rules)
-  train_step = step_lib.jit_train_step(task, optimizer, schedule,
-                                       trainer.gradient_accumulation_steps, mesh, state_shardings,
-                                       example)
+    init_params, optimizer, mesh, rules
+  )
+  train_step = step_lib.jit_train_step(
+    task, optimizer, schedule, trainer.gradient_accumulation_steps, mesh, state_shardings, example
+  )
   eval_step = step_lib.jit_eval_step(task, mesh, state_shardings.params, example)
-  predict_step = (step_lib.jit_predict_step(task, mesh, state_shardings.params, example)
-                  if hasattr(task, "predictions") else None)
-  return Training(task=task, optimizer=optimizer, init_params=init_params,
-                  abstract_state=abstract_state, state_shardings=state_shardings,
-                  train_step=train_step, eval_step=eval_step, predict_step=predict_step)
+  predict_step = (
+    step_lib.jit_predict_step(task, mesh, state_shardings.params, example)
+    if hasattr(task, "predictions")
+    else None
+  )
+  return Training(
+    task=task,
+    optimizer=optimizer,
+    init_params=init_params,
+    abstract_state=abstract_state,
+    state_shardings=state_shardings,
+    train_step=train_step,
+    eval_step=eval_step,
+    predict_step=predict_step,
+  )
 
 
 @contextlib.contextmanager

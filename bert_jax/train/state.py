@@ -1,6 +1,7 @@
 """The train state and its sharded initialisation (never materialised on one device)."""
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import flax.struct
@@ -13,6 +14,7 @@ from bert_jax.parallel import sharding
 
 class TrainState(flax.struct.PyTreeNode):
   """Everything a train step updates: step counter, parameters, optimizer state."""
+
   step: jax.Array
   params: Any
   opt_state: Any
@@ -20,12 +22,10 @@ class TrainState(flax.struct.PyTreeNode):
 
 def _boxed_state(init_params: Callable[[jax.Array], Any], optimizer, rng) -> TrainState:
   params = init_params(rng)
-  return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                    opt_state=optimizer.init(params))
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
 
 
-def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransformation, mesh,
-                                 rules):
+def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransformation, mesh, rules):
   """Shapes and shardings of the train state, from `jax.eval_shape` alone.
 
   Args:
@@ -41,13 +41,18 @@ def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransform
   # devices that can only be compiled for (TPU topologies on a CPU host, tools/aot_compile.py).
   boxed = jax.eval_shape(lambda: _boxed_state(init_params, optimizer, jax.random.key(0)))
   shardings = sharding.logical_shardings(boxed, mesh, rules)
-  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                          sharding.strip_boxes(boxed), shardings)
+  abstract = jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+    sharding.strip_boxes(boxed),
+    shardings,
+  )
   return abstract, shardings
 
 
 def init_state(init_params, optimizer, rng, shardings) -> TrainState:
   """Initialises the train state directly into its shardings with one jitted call."""
+
   def init(key):
     return nn.unbox(_boxed_state(init_params, optimizer, key))
+
   return jax.jit(init, out_shardings=shardings)(rng)

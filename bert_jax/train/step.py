@@ -21,14 +21,24 @@ def _rngs(rng):
 
 def _split_microbatches(batch, accumulation_steps: int):
   """[B, ...] -> [A, B/A, ...]; micro-batch i takes every A-th row, so each stays sharded."""
+
   def split(x):
     x = x.reshape((x.shape[0] // accumulation_steps, accumulation_steps) + x.shape[1:])
     return jnp.swapaxes(x, 0, 1)
+
   return jax.tree.map(split, batch)
 
 
-def train_step(state: TrainState, batch, rng, *, task, optimizer: optax.GradientTransformation,
-               schedule: optax.Schedule, accumulation_steps: int = 1):
+def train_step(
+  state: TrainState,
+  batch,
+  rng,
+  *,
+  task,
+  optimizer: optax.GradientTransformation,
+  schedule: optax.Schedule,
+  accumulation_steps: int = 1,
+):
   """One optimizer update on one global batch.
 
   Args:
@@ -49,13 +59,13 @@ def train_step(state: TrainState, batch, rng, *, task, optimizer: optax.Gradient
   step_rng = jax.random.fold_in(rng, state.step)
 
   def loss_fn(params, micro_batch, micro_rng):
-    outputs = model.apply({"params": params}, *task.model_inputs(micro_batch),
-                          rngs=_rngs(micro_rng))
+    outputs = model.apply(
+      {"params": params}, *task.model_inputs(micro_batch), rngs=_rngs(micro_rng)
+    )
     return task.loss_and_sums(outputs, micro_batch, denominators)
 
   def loss_sums_grads(params, micro_batch, micro_rng):
-    (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, micro_batch,
-                                                                      micro_rng)
+    (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, micro_batch, micro_rng)
     return loss, sums, grads
 
   if accumulation_steps == 1:
@@ -68,16 +78,22 @@ def train_step(state: TrainState, batch, rng, *, task, optimizer: optax.Gradient
       return jax.tree.map(jnp.add, carry, loss_sums_grads(state.params, *inputs)), None
 
     first = jax.tree.map(lambda x: x[0], (micro_batches, micro_rngs))
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                         jax.eval_shape(loss_sums_grads, state.params, *first))
+    zeros = jax.tree.map(
+      lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(loss_sums_grads, state.params, *first)
+    )
     (loss, sums, grads), _ = jax.lax.scan(accumulate, zeros, (micro_batches, micro_rngs))
 
   grad_norm = optax.tree.norm(grads)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-  new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                            opt_state=opt_state)
-  metrics = dict(sums, grad_norm=grad_norm, learning_rate=schedule(state.step),
-                 finite=jnp.isfinite(loss) & jnp.isfinite(grad_norm))
+  new_state = state.replace(
+    step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state
+  )
+  metrics = dict(
+    sums,
+    grad_norm=grad_norm,
+    learning_rate=schedule(state.step),
+    finite=jnp.isfinite(loss) & jnp.isfinite(grad_norm),
+  )
   return new_state, metrics
 
 
@@ -97,28 +113,42 @@ def predict_step(params, batch, rng, *, task):
   return sums, dict(task.predictions(outputs, batch), row_id=batch["row_id"])
 
 
-def jit_train_step(task, optimizer, schedule, accumulation_steps, mesh, state_shardings,
-                   batch_example):
+def jit_train_step(
+  task, optimizer, schedule, accumulation_steps, mesh, state_shardings, batch_example
+):
   """`train_step` jitted with explicit in/out shardings and the state donated."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
-  step = functools.partial(train_step, task=task, optimizer=optimizer, schedule=schedule,
-                           accumulation_steps=accumulation_steps)
-  return jax.jit(step, in_shardings=(state_shardings, batch_shardings, sharding.replicated(mesh)),
-                 out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
+  step = functools.partial(
+    train_step,
+    task=task,
+    optimizer=optimizer,
+    schedule=schedule,
+    accumulation_steps=accumulation_steps,
+  )
+  return jax.jit(
+    step,
+    in_shardings=(state_shardings, batch_shardings, sharding.replicated(mesh)),
+    out_shardings=(state_shardings, sharding.replicated(mesh)),
+    donate_argnums=0,
+  )
 
 
 def jit_eval_step(task, mesh, params_shardings, batch_example):
   """`eval_step` jitted with explicit shardings (metric sums come back replicated)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
-  return jax.jit(functools.partial(eval_step, task=task),
-                 in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
-                 out_shardings=sharding.replicated(mesh))
+  return jax.jit(
+    functools.partial(eval_step, task=task),
+    in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
+    out_shardings=sharding.replicated(mesh),
+  )
 
 
 def jit_predict_step(task, mesh, params_shardings, batch_example):
   """`predict_step` jitted; sums and predictions come back replicated, so every host holds
   every row of the global batch (the gather across hosts happens inside the program)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
-  return jax.jit(functools.partial(predict_step, task=task),
-                 in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
-                 out_shardings=sharding.replicated(mesh))
+  return jax.jit(
+    functools.partial(predict_step, task=task),
+    in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
+    out_shardings=sharding.replicated(mesh),
+  )

@@ -31,6 +31,7 @@ def get_config(arg="mrpc"):
   config.warmup_fraction = 0.1  # Linear warmup over the first 10% of steps, then decay.
   if task == "mnli":
     # TFDS names the two MNLI dev sets; GLUE's files are dev_matched.tsv / dev_mismatched.tsv.
-    config.data.tfds_eval_split = ("validation_mismatched" if arg == "mnli_mismatched"
-                                   else "validation_matched")
+    config.data.tfds_eval_split = (
+      "validation_mismatched" if arg == "mnli_mismatched" else "validation_matched"
+    )
   return config

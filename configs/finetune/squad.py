@@ -26,8 +26,10 @@ _VERSIONS = {None: False, "": False, "v1": False, "v1.1": False, "v2": True, "v2
 
 def get_config(arg=None):
   if arg not in _VERSIONS:
-    raise UserInputError(f"configs/finetune/squad.py:{arg} is unknown; use squad.py (SQuAD "
-                         "v1.1) or squad.py:v2 (SQuAD 2.0)")
+    raise UserInputError(
+      f"configs/finetune/squad.py:{arg} is unknown; use squad.py (SQuAD "
+      "v1.1) or squad.py:v2 (SQuAD 2.0)"
+    )
   config = finetune_config("span_qa")
   config.data.version_2_with_negative = _VERSIONS[arg]
   config.data.max_seq_length = 384  # BERT's SQuAD length: [CLS] question [SEP] window [SEP].

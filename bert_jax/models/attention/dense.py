@@ -3,12 +3,21 @@
 import jax
 import jax.numpy as jnp
 
-from bert_jax.models.attention import masks
 from bert_jax.models import dropout as dropout_lib
+from bert_jax.models.attention import masks
 
 
-def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout_rate=0.0,
-                    dropout_rng=None, deterministic=True, return_probs=False):
+def dense_attention(
+  query_BLHD,
+  key_BLHD,
+  value_BLHD,
+  segment_ids_BL,
+  *,
+  dropout_rate=0.0,
+  dropout_rng=None,
+  deterministic=True,
+  return_probs=False,
+):
   """Scaled dot-product attention with an explicit [B, H, L, L] probability matrix.
 
   Logits and softmax are computed in float32 whatever the input dtype; the output has the
@@ -29,9 +38,9 @@ def dense_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, dropout
     Attention output [batch, length, heads, head_dim] (and the probabilities).
   """
   head_dim = query_BLHD.shape[-1]
-  logits_BHQK = jnp.einsum("bqhd,bkhd->bhqk", query_BLHD, key_BLHD,
-                           preferred_element_type=jnp.float32) / jnp.sqrt(
-                               jnp.float32(head_dim))
+  logits_BHQK = jnp.einsum(
+    "bqhd,bkhd->bhqk", query_BLHD, key_BLHD, preferred_element_type=jnp.float32
+  ) / jnp.sqrt(jnp.float32(head_dim))
   mask_B1QK = masks.segment_mask(segment_ids_BL, segment_ids_BL)
   logits_BHQK = jnp.where(mask_B1QK, logits_BHQK, masks.large_negative(jnp.float32))
   probs_BHQK = jax.nn.softmax(logits_BHQK, axis=-1)

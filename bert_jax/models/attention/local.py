@@ -12,8 +12,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from bert_jax.models.attention import masks
 from bert_jax.errors import UserInputError
+from bert_jax.models.attention import masks
 
 
 def _windows(x_BCQ, n_chunks_before, n_chunks_after):
@@ -23,11 +23,20 @@ def _windows(x_BCQ, n_chunks_before, n_chunks_after):
   pad[1] = (n_chunks_before, n_chunks_after)
   padded_BCQ = jnp.pad(x_BCQ, pad)
   window = n_chunks_before + 1 + n_chunks_after
-  return jnp.concatenate([padded_BCQ[:, i:i + n_chunks] for i in range(window)], axis=2)
+  return jnp.concatenate([padded_BCQ[:, i : i + n_chunks] for i in range(window)], axis=2)
 
 
-def local_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, chunk_len,
-                    n_chunks_before=1, n_chunks_after=0, causal=False):
+def local_attention(
+  query_BLHD,
+  key_BLHD,
+  value_BLHD,
+  segment_ids_BL,
+  *,
+  chunk_len,
+  n_chunks_before=1,
+  n_chunks_after=0,
+  causal=False,
+):
   """Attention of each chunk to itself and its neighbouring chunks.
 
   Args:
@@ -46,17 +55,25 @@ def local_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, chunk_l
   """
   batch, length, n_heads, head_dim = query_BLHD.shape
   if key_BLHD.shape != query_BLHD.shape or value_BLHD.shape != query_BLHD.shape:
-    raise UserInputError(f"query, key and value must share one [batch, length, heads, head_dim] "
-                     f"shape, got {query_BLHD.shape}, {key_BLHD.shape} and {value_BLHD.shape}.")
+    raise UserInputError(
+      f"query, key and value must share one [batch, length, heads, head_dim] "
+      f"shape, got {query_BLHD.shape}, {key_BLHD.shape} and {value_BLHD.shape}."
+    )
   if segment_ids_BL.shape != (batch, length):
-    raise UserInputError(f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
-                     "pass one id per token (0 = padding).")
+    raise UserInputError(
+      f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
+      "pass one id per token (0 = padding)."
+    )
   if chunk_len < 1 or length % chunk_len:
-    raise UserInputError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
-                     "pad the sequence to a multiple of chunk_len.")
+    raise UserInputError(
+      f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
+      "pad the sequence to a multiple of chunk_len."
+    )
   if n_chunks_before < 0 or n_chunks_after < 0:
-    raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
-                     f"and {n_chunks_after}; use 0 for no neighbour on that side.")
+    raise UserInputError(
+      f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
+      f"and {n_chunks_after}; use 0 for no neighbour on that side."
+    )
   n_chunks = length // chunk_len
 
   def chunk(x_BL):
@@ -68,20 +85,26 @@ def local_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, chunk_l
   query_BCQHD = chunk(query_BLHD)
   key_BCKHD = windows(chunk(key_BLHD))
   value_BCKHD = windows(chunk(value_BLHD))
-  logits_BHCQK = jnp.einsum("bcqhd,bckhd->bhcqk", query_BCQHD, key_BCKHD,
-                            preferred_element_type=jnp.float32) * (1.0 / math.sqrt(head_dim))
+  logits_BHCQK = jnp.einsum(
+    "bcqhd,bckhd->bhcqk", query_BCQHD, key_BCKHD, preferred_element_type=jnp.float32
+  ) * (1.0 / math.sqrt(head_dim))
 
   # Out-of-range window slots are padded with segment id 0, so the padding mask removes them.
   seg_q_BCQ = chunk(segment_ids_BL)
   seg_k_BCK = windows(seg_q_BCQ)
-  allowed_BCQK = ((seg_q_BCQ[..., :, None] == seg_k_BCK[..., None, :])
-                  & (seg_k_BCK != 0)[..., None, :])
+  allowed_BCQK = (seg_q_BCQ[..., :, None] == seg_k_BCK[..., None, :]) & (seg_k_BCK != 0)[
+    ..., None, :
+  ]
   if causal:
     pos_q_BCQ = chunk(jnp.broadcast_to(jnp.arange(length), (batch, length)))
     allowed_BCQK &= windows(pos_q_BCQ)[..., None, :] <= pos_q_BCQ[..., :, None]
   logits_BHCQK = jnp.where(allowed_BCQK[:, None], logits_BHCQK, masks.large_negative(jnp.float32))
 
   probs_BHCQK = jax.nn.softmax(logits_BHCQK, axis=-1)
-  out_BCQHD = jnp.einsum("bhcqk,bckhd->bcqhd", probs_BHCQK.astype(value_BLHD.dtype), value_BCKHD,
-                         preferred_element_type=jnp.float32)
+  out_BCQHD = jnp.einsum(
+    "bhcqk,bckhd->bcqhd",
+    probs_BHCQK.astype(value_BLHD.dtype),
+    value_BCKHD,
+    preferred_element_type=jnp.float32,
+  )
   return out_BCQHD.reshape(batch, length, n_heads, head_dim).astype(query_BLHD.dtype)

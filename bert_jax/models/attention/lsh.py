@@ -31,15 +31,22 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models.attention import lsh_chunks
-from bert_jax.models.attention.lsh_hashing import hash_buckets
-from bert_jax.models.attention.lsh_hashing import validate
-# Re-exported so callers import every public name from this module.
-from bert_jax.models.attention.lsh_reference import SELF_MASK_VALUE
-from bert_jax.models.attention.lsh_reference import dense_shared_qk_attention
-from bert_jax.models.attention.lsh_reference import lsh_attention_reference
+from bert_jax.models.attention.lsh_hashing import hash_buckets, validate
 
-__all__ = ["SELF_MASK_VALUE", "dense_shared_qk_attention", "hash_buckets", "lsh_attention",
-           "lsh_attention_reference"]
+# Re-exported so callers import every public name from this module.
+from bert_jax.models.attention.lsh_reference import (
+  SELF_MASK_VALUE,
+  dense_shared_qk_attention,
+  lsh_attention_reference,
+)
+
+__all__ = [
+  "SELF_MASK_VALUE",
+  "dense_shared_qk_attention",
+  "hash_buckets",
+  "lsh_attention",
+  "lsh_attention_reference",
+]
 
 
 def _take(x_BHS, index_BHS):
@@ -73,7 +80,7 @@ _permute.defvjp(_permute_fwd, _permute_bwd)
 def _rounds(x_BHS, n_hashes):
   """Axis 2 cut into n_hashes equal slices, one per hash round."""
   length = x_BHS.shape[2] // n_hashes
-  return [x_BHS[:, :, r * length:(r + 1) * length] for r in range(n_hashes)]
+  return [x_BHS[:, :, r * length : (r + 1) * length] for r in range(n_hashes)]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -113,10 +120,13 @@ def _combine_rounds(out_BHSD, weights_BHNL, undo_sort_BHS, sticker_BHS, n_hashes
     [B, H, L, D]. The cotangent of out is a gather of the output's cotangent by position, again
     with no scatter.
   """
-  weights = [w_BHL[..., None] for w_BHL in _rounds(weights_BHNL.reshape(undo_sort_BHS.shape),
-                                                      n_hashes)]
-  terms = [w_BHL1 * _take(out_BHSD, undo_BHL)
-           for w_BHL1, undo_BHL in zip(weights, _rounds(undo_sort_BHS, n_hashes))]
+  weights = [
+    w_BHL[..., None] for w_BHL in _rounds(weights_BHNL.reshape(undo_sort_BHS.shape), n_hashes)
+  ]
+  terms = [
+    w_BHL1 * _take(out_BHSD, undo_BHL)
+    for w_BHL1, undo_BHL in zip(weights, _rounds(undo_sort_BHS, n_hashes))
+  ]
   return sum(terms[1:], terms[0])
 
 
@@ -130,8 +140,10 @@ def _combine_rounds_bwd(n_hashes, residuals, grad_BHLD):
   length = grad_BHLD.shape[2]
   weights_BHS = _take(weights_BHNL.reshape(sticker_BHS.shape), sticker_BHS)
   grad_out_BHSD = weights_BHS[..., None] * _take(grad_BHLD, sticker_BHS % length)
-  grad_weights = [jnp.einsum("bhld,bhld->bhl", grad_BHLD, _take(out_BHSD, undo_BHL))
-                  for undo_BHL in _rounds(undo_sort_BHS, n_hashes)]
+  grad_weights = [
+    jnp.einsum("bhld,bhld->bhl", grad_BHLD, _take(out_BHSD, undo_BHL))
+    for undo_BHL in _rounds(undo_sort_BHS, n_hashes)
+  ]
   return grad_out_BHSD, jnp.stack(grad_weights, axis=2), None, None
 
 
@@ -155,20 +167,21 @@ def _sort_slots(buckets_BHS, length, buckets_per_round):
     (sorted buckets, sticker): sticker[s] is the slot at sorted place s.
   """
   n_slots = buckets_BHS.shape[-1]
-  if n_slots // length * buckets_per_round * length < 2 ** 31:
+  if n_slots // length * buckets_per_round * length < 2**31:
     # One int32 key bucket * L + position: a plain sort, ~5x faster on CPU than a stable sort
     # of (bucket, slot) pairs. Round offsets in the buckets keep rounds apart.
     position_11S = (jnp.arange(n_slots, dtype=jnp.int32) % length)[None, None]
     sorted_BHS = jax.lax.sort(buckets_BHS * length + position_11S, dimension=2)
     sorted_buckets_BHS = sorted_BHS // length
-    return (sorted_buckets_BHS,
-            sorted_buckets_BHS // buckets_per_round * length + sorted_BHS % length)
+    return (
+      sorted_buckets_BHS,
+      sorted_buckets_BHS // buckets_per_round * length + sorted_BHS % length,
+    )
   iota_BHS = jnp.broadcast_to(jnp.arange(n_slots, dtype=jnp.int32), buckets_BHS.shape)
   return jax.lax.sort((buckets_BHS, iota_BHS), dimension=2, is_stable=True, num_keys=1)
 
 
-def _round_shifts(n_hashes, chunks_per_round, n_chunks_before, n_chunks_after,
-                  mask_across_buckets):
+def _round_shifts(n_hashes, chunks_per_round, n_chunks_before, n_chunks_after, mask_across_buckets):
   """Round differences (key round - query round) whose slots can share a window, modulo N."""
   if mask_across_buckets:
     # Buckets of different rounds never match, so only a key's own-round slot is unmasked.
@@ -179,10 +192,22 @@ def _round_shifts(n_hashes, chunks_per_round, n_chunks_before, n_chunks_after,
   return tuple(sorted({shift % n_hashes for shift in range(-back, ahead + 1)}))
 
 
-def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_len,
-                  n_buckets=None, n_chunks_before=1, n_chunks_after=0, causal=False,
-                  mask_across_buckets=False, dedup_correction=True,
-                  self_mask_value=SELF_MASK_VALUE):
+def lsh_attention(
+  qk_BLHD,
+  value_BLHD,
+  segment_ids_BL,
+  *,
+  rng,
+  n_hashes,
+  chunk_len,
+  n_buckets=None,
+  n_chunks_before=1,
+  n_chunks_after=0,
+  causal=False,
+  mask_across_buckets=False,
+  dedup_correction=True,
+  self_mask_value=SELF_MASK_VALUE,
+):
   """Shared-QK LSH attention with memory linear in sequence length.
 
   Args:
@@ -207,8 +232,16 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
     [B, L, H, D] in the dtype of ``qk_BLHD``; softmax statistics are computed in float32. Rows
     of padding queries (which see no key) are finite but meaningless.
   """
-  n_buckets = validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
-                        n_chunks_before, n_chunks_after)
+  n_buckets = validate(
+    qk_BLHD,
+    value_BLHD,
+    segment_ids_BL,
+    n_hashes,
+    chunk_len,
+    n_buckets,
+    n_chunks_before,
+    n_chunks_after,
+  )
   batch, length, n_heads, _ = qk_BLHD.shape
   n_slots = n_hashes * length
   bh_shape = (batch, n_heads)
@@ -228,14 +261,14 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
   query_BHSD = sort(qk_BLHD)
   value_BHSD = sort(value_BLHD)
   segment_ids_BHL = jnp.broadcast_to(segment_ids_BL[:, None, :], bh_shape + (length,))
-  slots_BHS = {"pos": position_BHS,
-               "seg": _take(segment_ids_BHL.astype(jnp.int32), position_BHS)}
+  slots_BHS = {"pos": position_BHS, "seg": _take(segment_ids_BHL.astype(jnp.int32), position_BHS)}
   if mask_across_buckets:
     slots_BHS["bucket"] = sorted_buckets_BHS
   round_shifts = ()
   if dedup_correction:
-    round_shifts = _round_shifts(n_hashes, length // chunk_len, n_chunks_before,
-                                 n_chunks_after, mask_across_buckets)
+    round_shifts = _round_shifts(
+      n_hashes, length // chunk_len, n_chunks_before, n_chunks_after, mask_across_buckets
+    )
     # The chunk, and the bucket, of each slot's position in each round.
     for r, undo_BHL in enumerate(_rounds(undo_sort_BHS, n_hashes)):
       slots_BHS[f"loc{r}"] = _take(undo_BHL // chunk_len, position_BHS)
@@ -243,9 +276,14 @@ def lsh_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_l
       for r, buckets_BHL in enumerate(_rounds(buckets_BHS, n_hashes)):
         slots_BHS[f"round_bucket{r}"] = _take(buckets_BHL, position_BHS)
   spec = lsh_chunks.ChunkSpec(
-      chunk_len=chunk_len, n_chunks_before=n_chunks_before, n_chunks_after=n_chunks_after,
-      causal=causal, mask_across_buckets=mask_across_buckets, self_mask_value=self_mask_value,
-      round_shifts=round_shifts)
+    chunk_len=chunk_len,
+    n_chunks_before=n_chunks_before,
+    n_chunks_after=n_chunks_after,
+    causal=causal,
+    mask_across_buckets=mask_across_buckets,
+    self_mask_value=self_mask_value,
+    round_shifts=round_shifts,
+  )
   out_BHSD, lse_BHS = lsh_chunks.attend_chunks(query_BHSD, value_BHSD, slots_BHS, spec)
 
   # Each round's weight is its share of the total softmax mass of the position.

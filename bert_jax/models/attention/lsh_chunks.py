@@ -51,6 +51,7 @@ class ChunkSpec(NamedTuple):
     round_shifts: with duplicate counting, the round differences (key round - query round,
       modulo the number of rounds) whose appearances can share a window; empty without it.
   """
+
   chunk_len: int
   n_chunks_before: int
   n_chunks_after: int
@@ -108,18 +109,20 @@ class _Block:
   def windows(self, x_BHP):
     """Ring-padded [B, H, P, ...] -> [B, H, G, W*Q, ...]: each chunk's window, in order."""
     n_chunks = self.n_block + self.spec.window - 1
-    x_BHR = jax.lax.dynamic_slice_in_dim(x_BHP, self.query_start, n_chunks * self.spec.chunk_len,
-                                         axis=2)
+    x_BHR = jax.lax.dynamic_slice_in_dim(
+      x_BHP, self.query_start, n_chunks * self.spec.chunk_len, axis=2
+    )
     x_BHCQ = x_BHR.reshape(x_BHR.shape[:2] + (n_chunks, self.spec.chunk_len) + x_BHR.shape[3:])
-    return jnp.concatenate([x_BHCQ[:, :, t:t + self.n_block] for t in range(self.spec.window)],
-                           axis=3)
+    return jnp.concatenate(
+      [x_BHCQ[:, :, t : t + self.n_block] for t in range(self.spec.window)], axis=3
+    )
 
   def add_windows(self, acc_BHP, x_BHGK, own_BHGQ=None):
     """Transpose of `windows` (plus, optionally, of `queries(padded=True)`): adds
     [B, H, G, W*Q, ...] window rows (and [B, H, G, Q, ...] own-chunk rows) into acc."""
     spec = self.spec
     q = spec.chunk_len
-    parts = [x_BHGK[:, :, :, t * q:(t + 1) * q] for t in range(spec.window)]
+    parts = [x_BHGK[:, :, :, t * q : (t + 1) * q] for t in range(spec.window)]
     if own_BHGQ is not None:
       parts[spec.n_chunks_before] = parts[spec.n_chunks_before] + own_BHGQ
     pad = [(0, 0)] * parts[0].ndim
@@ -129,10 +132,12 @@ class _Block:
       padded.append(jnp.pad(part, pad))
     update_BHCQ = sum(padded[1:], padded[0])
     update_BHR = update_BHCQ.reshape(update_BHCQ.shape[:2] + (-1,) + update_BHCQ.shape[4:])
-    current_BHR = jax.lax.dynamic_slice_in_dim(acc_BHP, self.query_start, update_BHR.shape[2],
-                                               axis=2)
-    return jax.lax.dynamic_update_slice_in_dim(acc_BHP, current_BHR + update_BHR,
-                                               self.query_start, axis=2)
+    current_BHR = jax.lax.dynamic_slice_in_dim(
+      acc_BHP, self.query_start, update_BHR.shape[2], axis=2
+    )
+    return jax.lax.dynamic_update_slice_in_dim(
+      acc_BHP, current_BHR + update_BHR, self.query_start, axis=2
+    )
 
   def put_queries(self, acc_BHS, x_BHGQ):
     """Writes [B, H, G, Q, ...] over this step's query rows."""
@@ -174,8 +179,9 @@ def _inverse_counts(q_slots, k_slots, spec):
     same_bucket_BHGKQ = None
     if spec.mask_across_buckets:
       # Only shift 0 is counted then: other rounds' buckets never match.
-      same_bucket_BHGKQ = (_keys(k_slots[f"round_bucket{n}"])
-                           == _queries(q_slots[f"round_bucket{n}"]))
+      same_bucket_BHGKQ = _keys(k_slots[f"round_bucket{n}"]) == _queries(
+        q_slots[f"round_bucket{n}"]
+      )
     for shift in spec.round_shifts:
       key_loc_BHGK1 = _keys(k_slots[f"loc{(n + shift) % n_hashes}"])
       for t in range(spec.window):
@@ -189,6 +195,7 @@ def _inverse_counts(q_slots, k_slots, spec):
 
 class _Inputs(NamedTuple):
   """Ring-padded loop inputs (see `_prepare`); also the forward pass's residuals."""
+
   query_BHPD: jax.Array
   value_BHPD: jax.Array
   inv_norm_BHP: jax.Array  # 1 / |query|: keys are query * inv_norm.
@@ -198,8 +205,10 @@ class _Inputs(NamedTuple):
 
 def _window_keys(block, inputs):
   """The length-normalised queries of each chunk's window: its keys, float32."""
-  return (block.windows(inputs.query_BHPD).astype(jnp.float32)
-          * block.windows(inputs.inv_norm_BHP)[..., None])
+  return (
+    block.windows(inputs.query_BHPD).astype(jnp.float32)
+    * block.windows(inputs.inv_norm_BHP)[..., None]
+  )
 
 
 def _block_exp(block, inputs, spec, max_BHS=None):
@@ -220,8 +229,8 @@ def _block_exp(block, inputs, spec, max_BHS=None):
   q_slots = {name: block.queries(x, padded=True) for name, x in inputs.query_slots_BHP.items()}
   k_slots = {name: block.windows(x) for name, x in inputs.key_slots_BHP.items()}
   logits_BHGKQ = jnp.einsum(
-      "bhgkd,bhgqd->bhgkq", key_BHGKD, query_BHGQD,
-      preferred_element_type=jnp.float32) * (1.0 / math.sqrt(query_BHGQD.shape[-1]))
+    "bhgkd,bhgqd->bhgkq", key_BHGKD, query_BHGQD, preferred_element_type=jnp.float32
+  ) * (1.0 / math.sqrt(query_BHGQD.shape[-1]))
   logits_BHGKQ = _masked_logits(logits_BHGKQ, q_slots, k_slots, spec)
   if max_BHS is None:
     max_BHGQ = jnp.max(logits_BHGKQ, axis=-2)
@@ -235,7 +244,7 @@ def _block_exp(block, inputs, spec, max_BHS=None):
 
 def _chunks_per_step(n_chunks, batch_heads, spec):
   """The largest divisor of n_chunks whose step holds at most _BLOCK_VALUES logits."""
-  per_chunk = batch_heads * spec.window * spec.chunk_len ** 2
+  per_chunk = batch_heads * spec.window * spec.chunk_len**2
   limit = max(1, _BLOCK_VALUES // per_chunk)
   return max(g for g in range(1, min(limit, n_chunks) + 1) if n_chunks % g == 0)
 
@@ -246,8 +255,9 @@ def _prepare(query_BHSD, value_BHSD, slots_BHS, spec):
   query_BHPD = _pad_ring(query_BHSD, spec)
   query32_BHPD = query_BHPD.astype(jnp.float32)
   # A dot product: XLA:CPU reduces it much faster than a multiply and a sum.
-  inv_norm_BHP = jax.lax.rsqrt(jnp.einsum("bhpd,bhpd->bhp", query32_BHPD, query32_BHPD)
-                               + NORM_EPSILON)
+  inv_norm_BHP = jax.lax.rsqrt(
+    jnp.einsum("bhpd,bhpd->bhp", query32_BHPD, query32_BHPD) + NORM_EPSILON
+  )
   slots_BHP = {name: _pad_ring(x, spec) for name, x in slots_BHS.items()}
   query_slots_BHP = dict(slots_BHP)
   if spec.round_shifts:
@@ -257,8 +267,9 @@ def _prepare(query_BHSD, value_BHSD, slots_BHS, spec):
       for t, offset in enumerate(range(-spec.n_chunks_before, spec.n_chunks_after + 1)):
         query_slots_BHP[f"target{n}_{t}"] = (slots_BHP[f"loc{n}"] + offset) % n_chunks
   key_slots_BHP = dict(slots_BHP, seg=jnp.where(slots_BHP["seg"] != 0, slots_BHP["seg"], -1))
-  return _Inputs(query_BHPD, _pad_ring(value_BHSD, spec), inv_norm_BHP, query_slots_BHP,
-                 key_slots_BHP)
+  return _Inputs(
+    query_BHPD, _pad_ring(value_BHSD, spec), inv_norm_BHP, query_slots_BHP, key_slots_BHP
+  )
 
 
 def _n_steps_and_block(query_BHSD, spec):
@@ -278,14 +289,27 @@ def _forward(query_BHSD, value_BHSD, slots_BHS, spec):
     exp_BHGKQ, max_BHGQ = _block_exp(block, inputs, spec)
     inv_sum_BHGQ = 1.0 / jnp.sum(exp_BHGKQ, axis=-2)
     value_BHGKD = block.windows(inputs.value_BHPD)
-    out_BHGQD = jnp.einsum("bhgkq,bhgkd->bhgqd", exp_BHGKQ.astype(value_BHSD.dtype), value_BHGKD,
-                           preferred_element_type=jnp.float32) * inv_sum_BHGQ[..., None]
-    return (block.put_queries(out_BHSD, out_BHGQD), block.put_queries(max_BHS, max_BHGQ),
-            block.put_queries(inv_sum_BHS, inv_sum_BHGQ))
+    out_BHGQD = (
+      jnp.einsum(
+        "bhgkq,bhgkd->bhgqd",
+        exp_BHGKQ.astype(value_BHSD.dtype),
+        value_BHGKD,
+        preferred_element_type=jnp.float32,
+      )
+      * inv_sum_BHGQ[..., None]
+    )
+    return (
+      block.put_queries(out_BHSD, out_BHGQD),
+      block.put_queries(max_BHS, max_BHGQ),
+      block.put_queries(inv_sum_BHS, inv_sum_BHGQ),
+    )
 
   shape_BHS = query_BHSD.shape[:3]
-  init = (jnp.zeros(query_BHSD.shape, jnp.float32), jnp.zeros(shape_BHS, jnp.float32),
-          jnp.zeros(shape_BHS, jnp.float32))
+  init = (
+    jnp.zeros(query_BHSD.shape, jnp.float32),
+    jnp.zeros(shape_BHS, jnp.float32),
+    jnp.zeros(shape_BHS, jnp.float32),
+  )
   out_BHSD, max_BHS, inv_sum_BHS = jax.lax.fori_loop(0, n_steps, step, init)
   return out_BHSD, max_BHS, inv_sum_BHS, inputs
 
@@ -337,33 +361,58 @@ def _attend_chunks_bwd(spec, residuals, cotangents):
     block = _Block(i, n_block, spec)
     exp_BHGKQ, _ = _block_exp(block, inputs, spec, max_BHS=max_BHS)
     grad_scaled_BHGQD = block.queries(grad_scaled_BHSD)
-    value_dot_grad_BHGKQ = jnp.einsum("bhgkd,bhgqd->bhgkq", block.windows(inputs.value_BHPD),
-                                      grad_scaled_BHGQD, preferred_element_type=jnp.float32)
-    grad_logits_BHGKQ = exp_BHGKQ * ((value_dot_grad_BHGKQ + _queries(block.queries(offset_BHS)))
-                                     * _queries(block.queries(factor_BHS)))
+    value_dot_grad_BHGKQ = jnp.einsum(
+      "bhgkd,bhgqd->bhgkq",
+      block.windows(inputs.value_BHPD),
+      grad_scaled_BHGQD,
+      preferred_element_type=jnp.float32,
+    )
+    grad_logits_BHGKQ = exp_BHGKQ * (
+      (value_dot_grad_BHGKQ + _queries(block.queries(offset_BHS)))
+      * _queries(block.queries(factor_BHS))
+    )
     grad_logits_BHGKQ = grad_logits_BHGKQ.astype(dtype)
     key32_BHGKD = _window_keys(block, inputs)
-    grad_query_BHGQD = jnp.einsum("bhgkq,bhgkd->bhgqd", grad_logits_BHGKQ,
-                                  key32_BHGKD.astype(dtype), preferred_element_type=jnp.float32)
-    grad_key_BHGKD = jnp.einsum("bhgkq,bhgqd->bhgkd", grad_logits_BHGKQ,
-                                block.queries(inputs.query_BHPD, padded=True),
-                                preferred_element_type=jnp.float32)
+    grad_query_BHGQD = jnp.einsum(
+      "bhgkq,bhgkd->bhgqd",
+      grad_logits_BHGKQ,
+      key32_BHGKD.astype(dtype),
+      preferred_element_type=jnp.float32,
+    )
+    grad_key_BHGKD = jnp.einsum(
+      "bhgkq,bhgqd->bhgkd",
+      grad_logits_BHGKQ,
+      block.queries(inputs.query_BHPD, padded=True),
+      preferred_element_type=jnp.float32,
+    )
     # Through key = query * inv_norm: d query = inv_norm * (d key - key <key, d key>).
     radial_BHGK = jnp.einsum("bhgkd,bhgkd->bhgk", key32_BHGKD, grad_key_BHGKD)
     grad_key_BHGKD = block.windows(inputs.inv_norm_BHP)[..., None] * (
-        grad_key_BHGKD - key32_BHGKD * radial_BHGK[..., None])
-    grad_value_BHGKD = jnp.einsum("bhgkq,bhgqd->bhgkd", exp_BHGKQ.astype(value_dtype),
-                                  grad_scaled_BHGQD, preferred_element_type=jnp.float32)
+      grad_key_BHGKD - key32_BHGKD * radial_BHGK[..., None]
+    )
+    grad_value_BHGKD = jnp.einsum(
+      "bhgkq,bhgqd->bhgkd",
+      exp_BHGKQ.astype(value_dtype),
+      grad_scaled_BHGQD,
+      preferred_element_type=jnp.float32,
+    )
     # Queries and keys are the same slots: both gradients go into one accumulator.
-    return (block.add_windows(grad_query_BHPD, grad_key_BHGKD, own_BHGQ=grad_query_BHGQD),
-            block.add_windows(grad_value_BHPD, grad_value_BHGKD))
+    return (
+      block.add_windows(grad_query_BHPD, grad_key_BHGKD, own_BHGQ=grad_query_BHGQD),
+      block.add_windows(grad_value_BHPD, grad_value_BHGKD),
+    )
 
-  init = (jnp.zeros(inputs.query_BHPD.shape, jnp.float32),
-          jnp.zeros(inputs.value_BHPD.shape, jnp.float32))
+  init = (
+    jnp.zeros(inputs.query_BHPD.shape, jnp.float32),
+    jnp.zeros(inputs.value_BHPD.shape, jnp.float32),
+  )
   grad_query_BHPD, grad_value_BHPD = jax.lax.fori_loop(0, n_steps, step, init)
   n_slots = out_BHSD.shape[2]
-  return (_fold_ring(grad_query_BHPD, n_slots, spec).astype(dtype),
-          _fold_ring(grad_value_BHPD, n_slots, spec).astype(value_dtype), None)
+  return (
+    _fold_ring(grad_query_BHPD, n_slots, spec).astype(dtype),
+    _fold_ring(grad_value_BHPD, n_slots, spec).astype(value_dtype),
+    None,
+  )
 
 
 attend_chunks.defvjp(_attend_chunks_fwd, _attend_chunks_bwd)

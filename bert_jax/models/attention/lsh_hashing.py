@@ -39,26 +39,42 @@ _HASH_BLOCK_VALUES = 1 << 18
 _HASH_BLOCK_VALUES_PER_POSITION = 16
 
 
-def validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
-             n_chunks_before, n_chunks_after):
+def validate(
+  qk_BLHD,
+  value_BLHD,
+  segment_ids_BL,
+  n_hashes,
+  chunk_len,
+  n_buckets,
+  n_chunks_before,
+  n_chunks_after,
+):
   """Checks arguments; returns the bucket factors to hash with (a tuple of even ints)."""
   if qk_BLHD.ndim != 4 or qk_BLHD.shape != value_BLHD.shape:
-    raise UserInputError(f"qk and value must both be [batch, length, heads, head_dim], got "
-                         f"{qk_BLHD.shape} and {value_BLHD.shape}; pass one array per head "
-                         "layout.")
+    raise UserInputError(
+      f"qk and value must both be [batch, length, heads, head_dim], got "
+      f"{qk_BLHD.shape} and {value_BLHD.shape}; pass one array per head "
+      "layout."
+    )
   batch, length = qk_BLHD.shape[:2]
   if segment_ids_BL.shape != (batch, length):
-    raise UserInputError(f"segment_ids has shape {segment_ids_BL.shape}, expected "
-                         f"{(batch, length)}; pass one id per token (0 = padding).")
+    raise UserInputError(
+      f"segment_ids has shape {segment_ids_BL.shape}, expected "
+      f"{(batch, length)}; pass one id per token (0 = padding)."
+    )
   if n_hashes < 1:
     raise UserInputError(f"n_hashes must be >= 1, got {n_hashes}; use at least one hash round.")
   if chunk_len < 1 or length % chunk_len:
-    raise UserInputError(f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
-                         "pad the sequence to a multiple of chunk_len.")
+    raise UserInputError(
+      f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
+      "pad the sequence to a multiple of chunk_len."
+    )
   if n_chunks_before < 0 or n_chunks_after < 0:
-    raise UserInputError(f"n_chunks_before and n_chunks_after must be >= 0, got "
-                         f"{n_chunks_before} and {n_chunks_after}; use 0 for no neighbour on "
-                         "that side.")
+    raise UserInputError(
+      f"n_chunks_before and n_chunks_after must be >= 0, got "
+      f"{n_chunks_before} and {n_chunks_after}; use 0 for no neighbour on "
+      "that side."
+    )
   return bucket_factors(n_buckets, length, chunk_len)
 
 
@@ -79,13 +95,16 @@ def bucket_factors(n_buckets, length, chunk_len):
     if count <= SINGLE_ROTATION_MAX_BUCKETS:
       return (count,)
     # The largest even a <= sqrt(count) with count / a even: two near-equal factors.
-    splits = [a for a in range(2, math.isqrt(count) + 1, 2)
-              if count % a == 0 and count // a % 2 == 0]
+    splits = [
+      a for a in range(2, math.isqrt(count) + 1, 2) if count % a == 0 and count // a % 2 == 0
+    ]
     return (splits[-1], count // splits[-1]) if splits else (count,)
   factors = tuple(n_buckets) if isinstance(n_buckets, (tuple, list)) else (n_buckets,)
   if not factors or any(not isinstance(f, int) or f < 2 or f % 2 for f in factors):
-    raise UserInputError(f"n_buckets must be even and >= 2 (or a tuple of such factors), got "
-                         f"{n_buckets}; use an even count such as 2 * length // chunk_len.")
+    raise UserInputError(
+      f"n_buckets must be even and >= 2 (or a tuple of such factors), got "
+      f"{n_buckets}; use an even count such as 2 * length // chunk_len."
+    )
   return factors
 
 
@@ -135,14 +154,15 @@ def hash_buckets(qk_BLHD, rng, *, n_hashes, n_buckets):
   rotations_HNDR = jax.random.normal(rng, (math.prod(shape_HNDR),), jnp.float32).reshape(shape_HNDR)
   # All rounds of a head in one GEMM: [X, D] @ [D, N * R] runs near the CPU's matmul peak.
   rotations_HDM = jnp.transpose(rotations_HNDR, (0, 2, 1, 3)).reshape(
-      (n_heads, head_dim, n_hashes * n_rotations))
+    (n_heads, head_dim, n_hashes * n_rotations)
+  )
 
   def bucket_of_positions(x_HBXD):
     rotated_HBXM = jnp.einsum("hbxd,hdm->hbxm", x_HBXD, rotations_HDM)
     rotated_HBXNR = rotated_HBXM.reshape(rotated_HBXM.shape[:3] + (n_hashes, n_rotations))
     buckets_HBXN, start, radix = 0, 0, 1
     for factor, half in zip(factors, half_factors):
-      digit_HBXN = _argmax_of_both_signs(rotated_HBXNR[..., start:start + half])
+      digit_HBXN = _argmax_of_both_signs(rotated_HBXNR[..., start : start + half])
       buckets_HBXN, start, radix = buckets_HBXN + radix * digit_HBXN, start + half, radix * factor
     return buckets_HBXN
 
@@ -153,7 +173,8 @@ def hash_buckets(qk_BLHD, rng, *, n_hashes, n_buckets):
   max_block = max(1, block_values // (batch * n_hashes * n_rotations))
   n_blocks = next(n for n in range(-(-length // max_block), length + 1) if length % n == 0)
   x_KHBXD = jnp.moveaxis(
-      x_HBLD.reshape((n_heads, batch, n_blocks, length // n_blocks, head_dim)), 2, 0)
+    x_HBLD.reshape((n_heads, batch, n_blocks, length // n_blocks, head_dim)), 2, 0
+  )
   if n_blocks == 1:
     buckets_KHBXN = bucket_of_positions(x_KHBXD[0])[None]
   else:

@@ -9,9 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models.attention import masks
-from bert_jax.models.attention.lsh_hashing import hash_buckets
-from bert_jax.models.attention.lsh_hashing import length_normalize
-from bert_jax.models.attention.lsh_hashing import validate
+from bert_jax.models.attention.lsh_hashing import hash_buckets, length_normalize, validate
 
 # Added to the logit of a query's own position: small next to the padding mask, so a token still
 # attends to itself when no other key is visible, yet exp() of it underflows to 0 otherwise.
@@ -22,8 +20,9 @@ def _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value):
   """Full [B, H, L, L] shared-QK logits in float32 with the self, padding and causal rules."""
   length, head_dim = qk_BLHD.shape[1], qk_BLHD.shape[3]
   key_BLHD = length_normalize(qk_BLHD)
-  logits_BHLL = jnp.einsum("bqhd,bkhd->bhqk", qk_BLHD, key_BLHD,
-                           preferred_element_type=jnp.float32) * (1.0 / math.sqrt(head_dim))
+  logits_BHLL = jnp.einsum(
+    "bqhd,bkhd->bhqk", qk_BLHD, key_BLHD, preferred_element_type=jnp.float32
+  ) * (1.0 / math.sqrt(head_dim))
   eye_11LL = jnp.eye(length, dtype=bool)[None, None]
   logits_BHLL = jnp.where(eye_11LL, logits_BHLL + self_mask_value, logits_BHLL)
   allowed_B1LL = masks.segment_mask(segment_ids_BL, segment_ids_BL)
@@ -32,8 +31,9 @@ def _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value):
   return jnp.where(allowed_B1LL, logits_BHLL, masks.large_negative(jnp.float32))
 
 
-def dense_shared_qk_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, causal=False,
-                              self_mask_value=SELF_MASK_VALUE):
+def dense_shared_qk_attention(
+  qk_BLHD, value_BLHD, segment_ids_BL, *, causal=False, self_mask_value=SELF_MASK_VALUE
+):
   """Full (L x L) shared-QK attention with the same masking rules as ``lsh_attention``."""
   logits_BHLL = _dense_logits(qk_BLHD, segment_ids_BL, causal, self_mask_value)
   probs_BHLL = jax.nn.softmax(logits_BHLL, axis=-1)
@@ -41,10 +41,22 @@ def dense_shared_qk_attention(qk_BLHD, value_BLHD, segment_ids_BL, *, causal=Fal
   return out_BLHD.astype(qk_BLHD.dtype)
 
 
-def lsh_attention_reference(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashes, chunk_len,
-                            n_buckets=None, n_chunks_before=1, n_chunks_after=0, causal=False,
-                            mask_across_buckets=False, dedup_correction=True,
-                            self_mask_value=SELF_MASK_VALUE):
+def lsh_attention_reference(
+  qk_BLHD,
+  value_BLHD,
+  segment_ids_BL,
+  *,
+  rng,
+  n_hashes,
+  chunk_len,
+  n_buckets=None,
+  n_chunks_before=1,
+  n_chunks_after=0,
+  causal=False,
+  mask_across_buckets=False,
+  dedup_correction=True,
+  self_mask_value=SELF_MASK_VALUE,
+):
   """Slow, dense twin of ``lsh_attention`` (same arguments and hashing) for tests.
 
   No sort, gather or chunked tensor: each (round, position)'s place in the sorted order is its
@@ -52,8 +64,16 @@ def lsh_attention_reference(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashe
   per round, the L x L matrix of how many times each key appears in each query's window, and runs
   a dense softmax over all L keys weighted by that multiplicity.
   """
-  n_buckets = validate(qk_BLHD, value_BLHD, segment_ids_BL, n_hashes, chunk_len, n_buckets,
-                        n_chunks_before, n_chunks_after)
+  n_buckets = validate(
+    qk_BLHD,
+    value_BLHD,
+    segment_ids_BL,
+    n_hashes,
+    chunk_len,
+    n_buckets,
+    n_chunks_before,
+    n_chunks_after,
+  )
   length = qk_BLHD.shape[1]
   n_chunks = n_hashes * length // chunk_len
   buckets_BHNL = hash_buckets(qk_BLHD, rng, n_hashes=n_hashes, n_buckets=n_buckets)
@@ -66,7 +86,8 @@ def lsh_attention_reference(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashe
   p_self_11NL11 = positions_11NL[..., None, None]
   p_other_1111NL = positions_11NL[:, :, None, None, :, :]
   earlier_BHNLNL = (b_other_BH11NL < b_self_BHNL11) | (
-      (b_other_BH11NL == b_self_BHNL11) & (p_other_1111NL < p_self_11NL11))
+    (b_other_BH11NL == b_self_BHNL11) & (p_other_1111NL < p_self_11NL11)
+  )
   chunk_BHNL = jnp.sum(earlier_BHNLNL, axis=(-2, -1)) // chunk_len
 
   # appearances[b, h, r, q, k]: times key k sits in query q's round-r window, counting (when
@@ -90,8 +111,7 @@ def lsh_attention_reference(qk_BLHD, value_BLHD, segment_ids_BL, *, rng, n_hashe
   # outside every window are left out of the sum (-inf), unlike masked keys inside a window.
   seen_BHNLL = appearances_BHNLL > 0
   multiplicity_BHNLL = jnp.log(jnp.maximum(appearances_BHNLL, 1).astype(jnp.float32))
-  round_logits_BHNLL = jnp.where(
-      seen_BHNLL, logits_BHLL[:, :, None] + multiplicity_BHNLL, -jnp.inf)
+  round_logits_BHNLL = jnp.where(seen_BHNLL, logits_BHLL[:, :, None] + multiplicity_BHNLL, -jnp.inf)
   lse_BHNL = jax.nn.logsumexp(round_logits_BHNLL, axis=-1)
   probs_BHNLL = jax.nn.softmax(round_logits_BHNLL, axis=-1)
   out_BHNLD = jnp.einsum("bhnqk,bkhd->bhnqd", probs_BHNLL, value_BLHD.astype(jnp.float32))

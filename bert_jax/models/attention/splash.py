@@ -40,9 +40,10 @@ def block_size(length: int) -> int:
     if length % block == 0:
       return block
   raise UserInputError(
-      f"attention_kind='splash' needs a sequence length that is a multiple of {_LANES}, got "
-      f"{length}; use e.g. data.max_seq_length={-(-length // _LANES) * _LANES} or "
-      "model.attention_kind='dense'")
+    f"attention_kind='splash' needs a sequence length that is a multiple of {_LANES}, got "
+    f"{length}; use e.g. data.max_seq_length={-(-length // _LANES) * _LANES} or "
+    "model.attention_kind='dense'"
+  )
 
 
 def auto_kind(platform: str, length: int, attention_dropout_rate: float) -> str:
@@ -82,10 +83,17 @@ def _kernel(num_heads: int, length: int, interpret: bool):
   mask = splash_lib.MultiHeadMask([splash_lib.FullMask((length, length))] * num_heads)
   # The fused backward kernel computes dq, dk and dv in one pass (MaxText's default).
   block_sizes = splash_lib.BlockSizes(
-      block_q=block, block_kv=block, block_kv_compute=block, block_q_dkv=block,
-      block_kv_dkv=block, block_kv_dkv_compute=block, use_fused_bwd_kernel=True)
-  return splash_lib.make_splash_mha(mask, block_sizes=block_sizes, head_shards=1,
-                                    q_seq_shards=1, interpret=interpret)
+    block_q=block,
+    block_kv=block,
+    block_kv_compute=block,
+    block_q_dkv=block,
+    block_kv_dkv=block,
+    block_kv_dkv_compute=block,
+    use_fused_bwd_kernel=True,
+  )
+  return splash_lib.make_splash_mha(
+    mask, block_sizes=block_sizes, head_shards=1, q_seq_shards=1, interpret=interpret
+  )
 
 
 def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interpret=None):
@@ -120,8 +128,9 @@ def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interp
 
   def attend(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL):
     kernel = _kernel(q_BHLD.shape[1], length, interpret)
-    return jax.vmap(kernel)(q_BHLD, k_BHLD, v_BHLD,
-                            splash_lib.SegmentIds(q=segment_ids_BL, kv=segment_ids_BL))
+    return jax.vmap(kernel)(
+      q_BHLD, k_BHLD, v_BHLD, splash_lib.SegmentIds(q=segment_ids_BL, kv=segment_ids_BL)
+    )
 
   if mesh.empty:
     out_BHLD = attend(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL)
@@ -132,7 +141,10 @@ def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interp
     qkv_spec = PartitionSpec(batch_axes, head_axes, None, None)
     # check_vma=False: the Pallas call inside carries no varying-axes annotations.
     out_BHLD = jax.shard_map(
-        attend, mesh=mesh, in_specs=(qkv_spec, qkv_spec, qkv_spec,
-                                     PartitionSpec(batch_axes, None)),
-        out_specs=qkv_spec, check_vma=False)(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL)
+      attend,
+      mesh=mesh,
+      in_specs=(qkv_spec, qkv_spec, qkv_spec, PartitionSpec(batch_axes, None)),
+      out_specs=qkv_spec,
+      check_vma=False,
+    )(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL)
   return out_BHLD.transpose(0, 2, 1, 3)

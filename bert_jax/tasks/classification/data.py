@@ -20,9 +20,18 @@ from bert_jax.tasks.classification import reader as glue
 class ClassificationData(feature_batches.FeatureData):
   """GLUE-style train/eval features and the task's official metrics."""
 
-  def __init__(self, layout: glue.GlueLayout, train_examples, eval_examples, tokenizer,
-               max_seq_length: int, *, test=None, file_stem="test",
-               write_eval_predictions=False):
+  def __init__(
+    self,
+    layout: glue.GlueLayout,
+    train_examples,
+    eval_examples,
+    tokenizer,
+    max_seq_length: int,
+    *,
+    test=None,
+    file_stem="test",
+    write_eval_predictions=False,
+  ):
     """Builds the features of every split.
 
     Args:
@@ -40,9 +49,9 @@ class ClassificationData(feature_batches.FeatureData):
     self.write_eval_predictions = write_eval_predictions
     self.test_ids = test[0] if test else None
     build = lambda examples: (  # pylint: disable=unnecessary-lambda-assignment
-        features.sentence_features(examples, tokenizer, max_seq_length) if examples else {})
-    super().__init__(build(train_examples), build(eval_examples),
-                     build(test[1]) if test else None)
+      features.sentence_features(examples, tokenizer, max_seq_length) if examples else {}
+    )
+    super().__init__(build(train_examples), build(eval_examples), build(test[1]) if test else None)
 
   @property
   def num_labels(self) -> int:
@@ -60,21 +69,29 @@ class ClassificationData(feature_batches.FeatureData):
     if self.write_eval_predictions:
       ids = [str(i) for i in range(self.num_eval_examples)]
       files[f"dev/{self.file_stem}.tsv"] = prediction_files.predictions_tsv(
-          ids, prediction_files.predicted_labels(self.layout, predictions["logits"]))
+        ids, prediction_files.predicted_labels(self.layout, predictions["logits"])
+      )
     return self.eval_metrics(predictions), files
 
   def test_prediction_files(self, predictions):
     """``{"<TASK>.tsv": the leaderboard TSV}`` of the test rows' ``{"logits": [N, C]}``."""
-    return {f"{self.file_stem}.tsv": prediction_files.predictions_tsv(
-        self.test_ids, prediction_files.predicted_labels(self.layout, predictions["logits"]))}
+    return {
+      f"{self.file_stem}.tsv": prediction_files.predictions_tsv(
+        self.test_ids, prediction_files.predicted_labels(self.layout, predictions["logits"])
+      )
+    }
 
 
 def _read(config, layout, split):
   limit = getattr(config, f"max_{split}_examples")
   if config.uses_tfds:
-    return glue.read_tfds(config.tfds_name, layout,
-                          split=getattr(config, f"tfds_{split}_split"),
-                          data_dir=config.tfds_data_dir, max_examples=limit)
+    return glue.read_tfds(
+      config.tfds_name,
+      layout,
+      split=getattr(config, f"tfds_{split}_split"),
+      data_dir=config.tfds_data_dir,
+      max_examples=limit,
+    )
   return glue.read_file(getattr(config, f"{split}_path"), layout, max_examples=limit)
 
 
@@ -92,14 +109,22 @@ def make_data(config, tokenizer) -> ClassificationData:
   if config.glue_task:
     layout = glue.glue_layout(config.glue_task)
   else:
-    layout = glue.custom_layout(config.text_a_column, config.text_b_column,
-                                config.label_column, config.label_names)
+    layout = glue.custom_layout(
+      config.text_a_column, config.text_b_column, config.label_column, config.label_names
+    )
     if config.uses_tfds:
-      raise UserInputError("data.tfds_name needs data.glue_task (the GLUE task it holds); "
-                           "custom files are read from data.train_path / data.eval_path")
+      raise UserInputError(
+        "data.tfds_name needs data.glue_task (the GLUE task it holds); "
+        "custom files are read from data.train_path / data.eval_path"
+      )
   test = glue.read_test_file(config.test_path, layout) if config.test_path else None
   return ClassificationData(
-      layout, _read(config, layout, "train"), _read(config, layout, "eval"), tokenizer,
-      config.max_seq_length, test=test,
-      file_stem=prediction_files.leaderboard_name(config.glue_task, config.test_path),
-      write_eval_predictions=config.write_eval_predictions)
+    layout,
+    _read(config, layout, "train"),
+    _read(config, layout, "eval"),
+    tokenizer,
+    config.max_seq_length,
+    test=test,
+    file_stem=prediction_files.leaderboard_name(config.glue_task, config.test_path),
+    write_eval_predictions=config.write_eval_predictions,
+  )

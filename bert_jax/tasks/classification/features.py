@@ -40,11 +40,14 @@ def sentence_features(examples, tokenizer, max_seq_length):
     if pairs:
       a, b = _truncate_pair(ids_a[row], ids_b[row], max_seq_length - 3)
       tokens = [special.cls, *a, special.sep, *b, special.sep]
-      token_type_ids[row, len(a) + 2:len(tokens)] = 1
+      token_type_ids[row, len(a) + 2 : len(tokens)] = 1
     else:
-      tokens = [special.cls, *ids_a[row][:max_seq_length - 2], special.sep]
-    input_ids[row, :len(tokens)] = tokens
+      tokens = [special.cls, *ids_a[row][: max_seq_length - 2], special.sep]
+    input_ids[row, : len(tokens)] = tokens
   labels = np.array([e.label for e in examples])
-  return {"input_ids": input_ids, "token_type_ids": token_type_ids,
-          "input_mask": (input_ids != special.pad).astype(np.int32),
-          "labels": labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32)}
+  return {
+    "input_ids": input_ids,
+    "token_type_ids": token_type_ids,
+    "input_mask": (input_ids != special.pad).astype(np.int32),
+    "labels": labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32),
+  }

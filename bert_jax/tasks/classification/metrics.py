@@ -17,12 +17,12 @@ def _correlation(function, labels, predictions):
 
 
 METRICS = {
-    "accuracy": lambda y, p: float(sk_metrics.accuracy_score(y, p)),
-    # Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate").
-    "f1": lambda y, p: float(sk_metrics.f1_score(y, p, zero_division=0.0)),
-    "matthews_corrcoef": lambda y, p: float(sk_metrics.matthews_corrcoef(y, p)),
-    "pearson": lambda y, p: _correlation(scipy.stats.pearsonr, y, p),
-    "spearman": lambda y, p: _correlation(scipy.stats.spearmanr, y, p),
+  "accuracy": lambda y, p: float(sk_metrics.accuracy_score(y, p)),
+  # Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate").
+  "f1": lambda y, p: float(sk_metrics.f1_score(y, p, zero_division=0.0)),
+  "matthews_corrcoef": lambda y, p: float(sk_metrics.matthews_corrcoef(y, p)),
+  "pearson": lambda y, p: _correlation(scipy.stats.pearsonr, y, p),
+  "spearman": lambda y, p: _correlation(scipy.stats.spearmanr, y, p),
 }
 
 

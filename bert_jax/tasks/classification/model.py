@@ -15,6 +15,7 @@ class BertForSequenceClassification(nn.Module):
     num_labels: outputs; 1 makes the head a regressor (one score per example).
     deterministic: disables dropout (evaluation).
   """
+
   config: ModelConfig
   num_labels: int
   deterministic: bool = True
@@ -22,7 +23,16 @@ class BertForSequenceClassification(nn.Module):
   @nn.compact
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
     """Returns {"logits": float32 [B, num_labels]}."""
-    _, pooled_BD = trunk(self.config, self.deterministic)(input_ids_BL, token_type_ids_BL,
-                                                         input_mask_BL)
-    return {"logits": output_head(self.config, pooled_BD, self.num_labels, name="classifier",
-                                  dropout=True, deterministic=self.deterministic)}
+    _, pooled_BD = trunk(self.config, self.deterministic)(
+      input_ids_BL, token_type_ids_BL, input_mask_BL
+    )
+    return {
+      "logits": output_head(
+        self.config,
+        pooled_BD,
+        self.num_labels,
+        name="classifier",
+        dropout=True,
+        deterministic=self.deterministic,
+      )
+    }

@@ -18,6 +18,7 @@ from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 @dataclasses.dataclass(frozen=True)
 class ClassificationTask(WeightedRowsTask):
   """Sentence (pair) classification over ``num_labels`` classes, or regression if 1."""
+
   model_config: ModelConfig
   max_seq_length: int
   num_labels: int
@@ -28,12 +29,15 @@ class ClassificationTask(WeightedRowsTask):
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the classification data's schema."""
-    return dict(encoder_batch((batch_size, self.max_seq_length), batch_size),
-                labels=np.zeros((batch_size,), np.float32 if self.is_regression else np.int32))
+    return dict(
+      encoder_batch((batch_size, self.max_seq_length), batch_size),
+      labels=np.zeros((batch_size,), np.float32 if self.is_regression else np.int32),
+    )
 
   def model(self, deterministic: bool) -> BertForSequenceClassification:
-    return BertForSequenceClassification(self.model_config, self.num_labels,
-                                         deterministic=deterministic)
+    return BertForSequenceClassification(
+      self.model_config, self.num_labels, deterministic=deterministic
+    )
 
   def loss_and_sums(self, outputs, batch, denominators):
     """Mean loss over real rows, and loss / accuracy (or squared error) sums."""

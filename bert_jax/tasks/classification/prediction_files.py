@@ -12,8 +12,16 @@ import numpy as np
 
 from bert_jax.tasks.classification.reader import GlueLayout
 
-_LEADERBOARD_NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "qqp": "QQP",
-                      "stsb": "STS-B", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+_LEADERBOARD_NAMES = {
+  "cola": "CoLA",
+  "sst2": "SST-2",
+  "mrpc": "MRPC",
+  "qqp": "QQP",
+  "stsb": "STS-B",
+  "qnli": "QNLI",
+  "rte": "RTE",
+  "wnli": "WNLI",
+}
 
 
 def leaderboard_name(glue_task: str, test_path: str) -> str:
@@ -40,5 +48,6 @@ def predicted_labels(layout: GlueLayout, logits_NC) -> list[str]:
 
 def predictions_tsv(ids, labels) -> str:
   """The leaderboard TSV: ``index<TAB>prediction``, then one ``id<TAB>label`` line per row."""
-  return "".join(f"{i}\t{label}\n" for i, label in zip(["index", *ids],
-                                                        ["prediction", *labels], strict=True))
+  return "".join(
+    f"{i}\t{label}\n" for i, label in zip(["index", *ids], ["prediction", *labels], strict=True)
+  )

@@ -21,6 +21,7 @@ from bert_jax.errors import UserInputError
 @dataclasses.dataclass(frozen=True)
 class SentenceExample:
   """One example: a sentence or a sentence pair and its label (an id, or a float score)."""
+
   text_a: str
   text_b: str | None
   label: int | float
@@ -40,6 +41,7 @@ class GlueLayout:
     metrics: official GLUE metrics, names of `bert_jax.tasks.classification.metrics`.
     has_header: whether the TSV's first line names the columns (CoLA's train/dev do not).
   """
+
   text_a: str | int
   text_b: str | int | None
   label: str | int
@@ -58,33 +60,48 @@ class GlueLayout:
 _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
 GLUE_TASKS = {
-    # CoLA's train/dev.tsv: source, label, original annotation, sentence (no header).
-    "cola": GlueLayout(3, None, 1, _BINARY, "sentence", None, ("matthews_corrcoef",),
-                       has_header=False),
-    "sst2": GlueLayout("sentence", None, "label", _BINARY, "sentence", None, ("accuracy",)),
-    "mrpc": GlueLayout("#1 String", "#2 String", "Quality", _BINARY, "sentence1", "sentence2",
-                       ("f1", "accuracy")),
-    "qqp": GlueLayout("question1", "question2", "is_duplicate", _BINARY, "question1",
-                      "question2", ("f1", "accuracy")),
-    "stsb": GlueLayout("sentence1", "sentence2", "score", (), "sentence1", "sentence2",
-                       ("pearson", "spearman")),
-    "mnli": GlueLayout("sentence1", "sentence2", "gold_label",
-                       ("entailment", "neutral", "contradiction"), "premise", "hypothesis",
-                       ("accuracy",)),
-    "qnli": GlueLayout("question", "sentence", "label", _ENTAILMENT, "question", "sentence",
-                       ("accuracy",)),
-    "rte": GlueLayout("sentence1", "sentence2", "label", _ENTAILMENT, "sentence1", "sentence2",
-                      ("accuracy",)),
-    "wnli": GlueLayout("sentence1", "sentence2", "label", _BINARY, "sentence1", "sentence2",
-                       ("accuracy",)),
+  # CoLA's train/dev.tsv: source, label, original annotation, sentence (no header).
+  "cola": GlueLayout(
+    3, None, 1, _BINARY, "sentence", None, ("matthews_corrcoef",), has_header=False
+  ),
+  "sst2": GlueLayout("sentence", None, "label", _BINARY, "sentence", None, ("accuracy",)),
+  "mrpc": GlueLayout(
+    "#1 String", "#2 String", "Quality", _BINARY, "sentence1", "sentence2", ("f1", "accuracy")
+  ),
+  "qqp": GlueLayout(
+    "question1", "question2", "is_duplicate", _BINARY, "question1", "question2", ("f1", "accuracy")
+  ),
+  "stsb": GlueLayout(
+    "sentence1", "sentence2", "score", (), "sentence1", "sentence2", ("pearson", "spearman")
+  ),
+  "mnli": GlueLayout(
+    "sentence1",
+    "sentence2",
+    "gold_label",
+    ("entailment", "neutral", "contradiction"),
+    "premise",
+    "hypothesis",
+    ("accuracy",),
+  ),
+  "qnli": GlueLayout(
+    "question", "sentence", "label", _ENTAILMENT, "question", "sentence", ("accuracy",)
+  ),
+  "rte": GlueLayout(
+    "sentence1", "sentence2", "label", _ENTAILMENT, "sentence1", "sentence2", ("accuracy",)
+  ),
+  "wnli": GlueLayout(
+    "sentence1", "sentence2", "label", _BINARY, "sentence1", "sentence2", ("accuracy",)
+  ),
 }
 
 
 def glue_layout(task: str) -> GlueLayout:
   """The layout of GLUE task ``task``; a UserInputError naming the known tasks otherwise."""
   if task not in GLUE_TASKS:
-    raise UserInputError(f"data.glue_task={task!r} is not a GLUE task; choose one of "
-                         f"{', '.join(GLUE_TASKS)} (or leave it empty for a custom file)")
+    raise UserInputError(
+      f"data.glue_task={task!r} is not a GLUE task; choose one of "
+      f"{', '.join(GLUE_TASKS)} (or leave it empty for a custom file)"
+    )
   return GLUE_TASKS[task]
 
 
@@ -96,23 +113,34 @@ def custom_layout(text_a_column, text_b_column, label_column, label_names) -> Gl
   """
   if not text_a_column or not label_column:
     raise UserInputError(
-        "a custom classification file needs data.text_a_column and data.label_column (header "
-        "names; data.text_b_column too for sentence pairs), or set data.glue_task")
+      "a custom classification file needs data.text_a_column and data.label_column (header "
+      "names; data.text_b_column too for sentence pairs), or set data.glue_task"
+    )
   if len(set(label_names)) != len(label_names) or len(label_names) == 1:
-    raise UserInputError(f"data.label_names={tuple(label_names)} must list at least two "
-                         "distinct labels (or none, for regression)")
-  metrics = (("pearson", "spearman") if not label_names else
-             ("accuracy", "f1") if len(label_names) == 2 else ("accuracy",))
-  return GlueLayout(text_a_column, text_b_column or None, label_column, tuple(label_names),
-                    "", None, metrics)
+    raise UserInputError(
+      f"data.label_names={tuple(label_names)} must list at least two "
+      "distinct labels (or none, for regression)"
+    )
+  metrics = (
+    ("pearson", "spearman")
+    if not label_names
+    else ("accuracy", "f1")
+    if len(label_names) == 2
+    else ("accuracy",)
+  )
+  return GlueLayout(
+    text_a_column, text_b_column or None, label_column, tuple(label_names), "", None, metrics
+  )
 
 
 def _column_index(column, header, path):
   if isinstance(column, int):
     return column
   if column not in header:
-    raise UserInputError(f"{path} has no column {column!r} in its header {header}; check the "
-                         "file (its first line must name the columns) or the data.*_column keys")
+    raise UserInputError(
+      f"{path} has no column {column!r} in its header {header}; check the "
+      "file (its first line must name the columns) or the data.*_column keys"
+    )
   return header.index(column)
 
 
@@ -121,19 +149,24 @@ def _label(value, layout: GlueLayout, where: str):
     try:
       return float(value)
     except ValueError:
-      raise UserInputError(f"{where}: label {value!r} is not a number (regression needs a "
-                           "float score); fix the row") from None
+      raise UserInputError(
+        f"{where}: label {value!r} is not a number (regression needs a float score); fix the row"
+      ) from None
   if value not in layout.label_names:
-    raise UserInputError(f"{where}: label {value!r} is not one of {layout.label_names}; fix "
-                         "the row, or the task / data.label_names")
+    raise UserInputError(
+      f"{where}: label {value!r} is not one of {layout.label_names}; fix "
+      "the row, or the task / data.label_names"
+    )
   return layout.label_names.index(value)
 
 
 def _open_rows(path, has_header, key):
   """(header or None, (line number, row) pairs, whether CSV) of a local or ``gs://`` file."""
   if not files.is_file(path):
-    raise UserInputError(f"data file {path} does not exist; set {key} to GLUE TSV files "
-                         "(e.g. MRPC/train.tsv, MRPC/dev.tsv, MRPC/test.tsv)")
+    raise UserInputError(
+      f"data file {path} does not exist; set {key} to GLUE TSV files "
+      "(e.g. MRPC/train.tsv, MRPC/dev.tsv, MRPC/test.tsv)"
+    )
   is_csv = path.endswith(".csv")
   f = io.StringIO(files.read_text(path, "utf-8-sig"), newline="")  # Local or gs://.
   rows = csv.reader(f) if is_csv else csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -146,8 +179,10 @@ def _open_rows(path, has_header, key):
 
 def _check_width(row, needed, where, is_csv):
   if len(row) < needed:
-    raise UserInputError(f"{where} has {len(row)} columns, the task needs at least "
-                         f"{needed}; is it a {'CSV' if is_csv else 'TSV'} of this task?")
+    raise UserInputError(
+      f"{where} has {len(row)} columns, the task needs at least "
+      f"{needed}; is it a {'CSV' if is_csv else 'TSV'} of this task?"
+    )
 
 
 def read_file(path: str, layout: GlueLayout, max_examples: int = 0) -> list[SentenceExample]:
@@ -167,15 +202,19 @@ def read_file(path: str, layout: GlueLayout, max_examples: int = 0) -> list[Sent
       (the message names the file and line). Paths may be local or ``gs://``.
   """
   header, rows, is_csv = _open_rows(path, layout.has_header, "data.train_path / data.eval_path")
-  columns = [_column_index(c, header, path) for c in (layout.text_a, layout.text_b,
-                                                      layout.label) if c is not None]
+  columns = [
+    _column_index(c, header, path)
+    for c in (layout.text_a, layout.text_b, layout.label)
+    if c is not None
+  ]
   examples = []
   for line_number, row in rows:
     where = f"{path}:{line_number}"
     _check_width(row, max(columns) + 1, where, is_csv)
     text_b = None if layout.text_b is None else row[columns[1]]
-    examples.append(SentenceExample(row[columns[0]], text_b,
-                                    _label(row[columns[-1]], layout, where)))
+    examples.append(
+      SentenceExample(row[columns[0]], text_b, _label(row[columns[-1]], layout, where))
+    )
     if len(examples) == max_examples:
       break
   return examples
@@ -215,30 +254,42 @@ def read_test_file(path: str, layout: GlueLayout) -> tuple[list[str], list[Sente
   return ids, examples
 
 
-def read_tfds(name: str, layout: GlueLayout, *, split: str, data_dir: str = "",
-              max_examples: int = 0) -> list[SentenceExample]:
+def read_tfds(
+  name: str, layout: GlueLayout, *, split: str, data_dir: str = "", max_examples: int = 0
+) -> list[SentenceExample]:
   """Reads a labelled split of a locally prepared TFDS GLUE dataset (e.g. "glue/mrpc").
 
   Raises:
     UserInputError: the dataset is not prepared (with the `tfds build` command), the split
       does not exist or holds no labels (GLUE's test splits), or lacks the task's features.
   """
+
   def check(builder):
     features = builder.info.features
     wanted = [k for k in (layout.tfds_text_a, layout.tfds_text_b, "label") if k]
     if not set(wanted) <= set(features.keys()):
-      raise UserInputError(f"TFDS dataset {name!r} has features {sorted(features.keys())}, "
-                           f"not {wanted}; is it the GLUE task data.glue_task names?")
+      raise UserInputError(
+        f"TFDS dataset {name!r} has features {sorted(features.keys())}, "
+        f"not {wanted}; is it the GLUE task data.glue_task names?"
+      )
 
-  _, records = tfds_source.open_split(name, split=split, data_dir=data_dir, check=check,
-                                      max_examples=max_examples)
+  _, records = tfds_source.open_split(
+    name, split=split, data_dir=data_dir, check=check, max_examples=max_examples
+  )
   examples = []
   for record in records:
     label = record["label"]
     if layout.label_names and label < 0:
-      raise UserInputError(f"TFDS {name}[{split}] has no labels (GLUE test splits do not); "
-                           "evaluate on 'validation' (MNLI: validation_matched/_mismatched)")
+      raise UserInputError(
+        f"TFDS {name}[{split}] has no labels (GLUE test splits do not); "
+        "evaluate on 'validation' (MNLI: validation_matched/_mismatched)"
+      )
     text_b = record[layout.tfds_text_b].decode("utf-8") if layout.tfds_text_b else None
-    examples.append(SentenceExample(record[layout.tfds_text_a].decode("utf-8"), text_b,
-                                    float(label) if not layout.label_names else int(label)))
+    examples.append(
+      SentenceExample(
+        record[layout.tfds_text_a].decode("utf-8"),
+        text_b,
+        float(label) if not layout.label_names else int(label),
+      )
+    )
   return examples

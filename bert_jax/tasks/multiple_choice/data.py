@@ -4,8 +4,8 @@ TensorFlow Datasets 4.9.10 has no ``swag`` builder, so ``data.tfds_name`` is ref
 pointer to the CSV files (SWAG's ``train.csv`` and ``val.csv`` from its GitHub repository).
 """
 
-from absl import logging
 import numpy as np
+from absl import logging
 from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
@@ -21,17 +21,24 @@ class ChoiceData(FeatureData):
   def __init__(self, config: FinetuneDataConfig, tokenizer):
     if config.uses_tfds:
       raise UserInputError(
-          f"data.tfds_name={config.tfds_name!r}: TensorFlow Datasets has no SWAG builder; "
-          "set data.tfds_name='' and data.train_path / data.eval_path to SWAG's train.csv / "
-          "val.csv")
+        f"data.tfds_name={config.tfds_name!r}: TensorFlow Datasets has no SWAG builder; "
+        "set data.tfds_name='' and data.train_path / data.eval_path to SWAG's train.csv / "
+        "val.csv"
+      )
     splits = {}
-    for split, path, limit in (("train", config.train_path, config.max_train_examples),
-                               ("eval", config.eval_path, config.max_eval_examples)):
-      examples = swag.read_swag_csv(path, num_choices=config.num_choices)[:limit or None]
+    for split, path, limit in (
+      ("train", config.train_path, config.max_train_examples),
+      ("eval", config.eval_path, config.max_eval_examples),
+    ):
+      examples = swag.read_swag_csv(path, num_choices=config.num_choices)[: limit or None]
       splits[split] = swag_features.choice_features(examples, tokenizer, config.max_seq_length)
     self._eval_labels = splits["eval"].labels
-    logging.info("multiple choice: %d train / %d eval examples of %d choices",
-                 len(splits["train"]), len(splits["eval"]), config.num_choices)
+    logging.info(
+      "multiple choice: %d train / %d eval examples of %d choices",
+      len(splits["train"]),
+      len(splits["eval"]),
+      config.num_choices,
+    )
     super().__init__(splits["train"].arrays(), splits["eval"].arrays())
 
   def eval_metrics(self, predictions):

@@ -22,6 +22,7 @@ class ChoiceFeatures:
     input_mask: int32 [N, C, L]: 1 on real tokens.
     labels: int32 [N]: index of the true choice.
   """
+
   input_ids: np.ndarray
   token_type_ids: np.ndarray
   input_mask: np.ndarray
@@ -52,13 +53,16 @@ def choice_features(examples, tokenizer, max_seq_length):
     :class:`ChoiceFeatures` in example order.
   """
   if max_seq_length < 5:
-    raise UserInputError(f"data.max_seq_length={max_seq_length} leaves no room for a choice "
-                         "([CLS] A [SEP] B [SEP]); use at least 5")
+    raise UserInputError(
+      f"data.max_seq_length={max_seq_length} leaves no room for a choice "
+      "([CLS] A [SEP] B [SEP]); use at least 5"
+    )
   num_choices = len(examples[0].endings)
   special = tokenizer.special_ids
   contexts = tokenizer.encode_batch([e.context for e in examples])
   continuations = tokenizer.encode_batch(
-      [f"{e.start} {ending}".strip() for e in examples for ending in e.endings])
+    [f"{e.start} {ending}".strip() for e in examples for ending in e.endings]
+  )
   shape = (len(examples), num_choices, max_seq_length)
   input_ids = np.full(shape, special.pad, np.int32)
   token_type_ids = np.zeros(shape, np.int32)
@@ -69,9 +73,10 @@ def choice_features(examples, tokenizer, max_seq_length):
       tokens_b = list(continuations[n * num_choices + c])
       _truncate_pair(tokens_a, tokens_b, max_seq_length - 3)
       row = [special.cls, *tokens_a, special.sep, *tokens_b, special.sep]
-      input_ids[n, c, :len(row)] = row
-      token_type_ids[n, c, len(tokens_a) + 2:len(row)] = 1
-      input_mask[n, c, :len(row)] = 1
+      input_ids[n, c, : len(row)] = row
+      token_type_ids[n, c, len(tokens_a) + 2 : len(row)] = 1
+      input_mask[n, c, : len(row)] = 1
   labels = np.asarray([e.label for e in examples], np.int32)
-  return ChoiceFeatures(input_ids=input_ids, token_type_ids=token_type_ids,
-                        input_mask=input_mask, labels=labels)
+  return ChoiceFeatures(
+    input_ids=input_ids, token_type_ids=token_type_ids, input_mask=input_mask, labels=labels
+  )

@@ -14,6 +14,7 @@ from bert_jax.tasks.trunk import trunk
 
 class BertForMultipleChoice(nn.Module):
   """BERT scoring each choice row; the scores of an example's choices are its logits."""
+
   config: ModelConfig
   deterministic: bool = True
 
@@ -23,7 +24,9 @@ class BertForMultipleChoice(nn.Module):
     batch, choices, length = input_ids_BCL.shape
     flat = lambda x: x.reshape(batch * choices, length)  # pylint: disable=unnecessary-lambda-assignment
     _, pooled_ND = trunk(self.config, self.deterministic)(
-        flat(input_ids_BCL), flat(token_type_ids_BCL), flat(input_mask_BCL))
-    scores_N1 = output_head(self.config, pooled_ND, 1, name="choice_head", dropout=True,
-                            deterministic=self.deterministic)
+      flat(input_ids_BCL), flat(token_type_ids_BCL), flat(input_mask_BCL)
+    )
+    scores_N1 = output_head(
+      self.config, pooled_ND, 1, name="choice_head", dropout=True, deterministic=self.deterministic
+    )
     return {"logits": scores_N1.reshape(batch, choices)}

@@ -18,14 +18,17 @@ from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 @dataclasses.dataclass(frozen=True)
 class MultipleChoiceTask(WeightedRowsTask):
   """Softmax cross-entropy over the C choices of each example."""
+
   model_config: ModelConfig
   max_seq_length: int
   num_choices: int
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the multiple-choice data's schema."""
-    return dict(encoder_batch((batch_size, self.num_choices, self.max_seq_length), batch_size),
-                labels=np.zeros((batch_size,), np.int32))
+    return dict(
+      encoder_batch((batch_size, self.num_choices, self.max_seq_length), batch_size),
+      labels=np.zeros((batch_size,), np.int32),
+    )
 
   def model(self, deterministic: bool) -> BertForMultipleChoice:
     return BertForMultipleChoice(self.model_config, deterministic=deterministic)
@@ -36,9 +39,11 @@ class MultipleChoiceTask(WeightedRowsTask):
     logits_BC = outputs["logits"]
     labels_B = batch["labels"]
     ce_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
-    sums = {"loss": jnp.sum(ce_B * weights_B),
-            "accuracy": jnp.sum((jnp.argmax(logits_BC, -1) == labels_B) * weights_B),
-            "examples": jnp.sum(weights_B)}
+    sums = {
+      "loss": jnp.sum(ce_B * weights_B),
+      "accuracy": jnp.sum((jnp.argmax(logits_BC, -1) == labels_B) * weights_B),
+      "examples": jnp.sum(weights_B),
+    }
     return sums["loss"] / denominators["examples"], sums
 
   def predictions(self, outputs, batch):

@@ -21,6 +21,7 @@ from bert_jax.errors import UserInputError
 @dataclasses.dataclass(frozen=True)
 class ChoiceExample:
   """One multiple-choice question."""
+
   context: str
   start: str
   endings: tuple[str, ...]
@@ -48,13 +49,15 @@ def read_swag_csv(path, num_choices=4):
       reader = csv.reader(f, strict=True)
       header = next(reader, None)
       if header is None:
-        raise UserInputError(f"SWAG file {path} is empty; it needs a header row with columns "
-                             f"{', '.join(required)}")
+        raise UserInputError(
+          f"SWAG file {path} is empty; it needs a header row with columns {', '.join(required)}"
+        )
       missing = [name for name in required if name not in header]
       if missing:
         raise UserInputError(
-            f"SWAG file {path} lacks the columns {', '.join(missing)} (header: {header}); "
-            f"multiple-choice CSVs need {', '.join(required)} (num_choices={num_choices})")
+          f"SWAG file {path} lacks the columns {', '.join(missing)} (header: {header}); "
+          f"multiple-choice CSVs need {', '.join(required)} (num_choices={num_choices})"
+        )
       column = {name: header.index(name) for name in required}
       examples = []
       for row in reader:
@@ -62,21 +65,31 @@ def read_swag_csv(path, num_choices=4):
         if not row:
           continue
         if len(row) != len(header):
-          raise UserInputError(f"{where}: {len(row)} fields where the header has {len(header)};"
-                               " quote fields that contain commas")
-        examples.append(ChoiceExample(
-            context=row[column["sent1"]], start=row[column["sent2"]],
+          raise UserInputError(
+            f"{where}: {len(row)} fields where the header has {len(header)};"
+            " quote fields that contain commas"
+          )
+        examples.append(
+          ChoiceExample(
+            context=row[column["sent1"]],
+            start=row[column["sent2"]],
             endings=tuple(row[column[f"ending{i}"]] for i in range(num_choices)),
-            label=_label(row[column["label"]], num_choices, where)))
+            label=_label(row[column["label"]], num_choices, where),
+          )
+        )
   except FileNotFoundError:
-    raise FileNotFoundError(f"SWAG file {path} does not exist; set data.train_path / "
-                            "data.eval_path to SWAG's train.csv / val.csv") from None
+    raise FileNotFoundError(
+      f"SWAG file {path} does not exist; set data.train_path / "
+      "data.eval_path to SWAG's train.csv / val.csv"
+    ) from None
   except UnicodeDecodeError as e:
-    raise UserInputError(f"SWAG file {path} is not UTF-8 text ({e.reason} at byte {e.start}); "
-                         "convert it to UTF-8") from None
+    raise UserInputError(
+      f"SWAG file {path} is not UTF-8 text ({e.reason} at byte {e.start}); convert it to UTF-8"
+    ) from None
   except csv.Error as e:
     raise UserInputError(
-        f"{path}:{reader.line_num}: malformed CSV ({e}); check the quoting") from None
+      f"{path}:{reader.line_num}: malformed CSV ({e}); check the quoting"
+    ) from None
   if not examples:
     raise UserInputError(f"SWAG file {path} has a header but no rows")
   return examples
@@ -88,6 +101,8 @@ def _label(text, num_choices, where):
   except ValueError:
     label = -1
   if not 0 <= label < num_choices:
-    raise UserInputError(f"{where}: label {text!r} is not an ending index in "
-                         f"0..{num_choices - 1}; fix the row or data.num_choices")
+    raise UserInputError(
+      f"{where}: label {text!r} is not an ending index in "
+      f"0..{num_choices - 1}; fix the row or data.num_choices"
+    )
   return label

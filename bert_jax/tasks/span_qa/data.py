@@ -32,8 +32,9 @@ def read_split(config, split):
   """
   if config.tfds_name:
     tfds_split = config.tfds_train_split if split == "train" else config.tfds_eval_split
-    examples = squad_reader.read_squad_tfds(config.tfds_name, split=tfds_split,
-                                            data_dir=config.tfds_data_dir)
+    examples = squad_reader.read_squad_tfds(
+      config.tfds_name, split=tfds_split, data_dir=config.tfds_data_dir
+    )
     source = f"TFDS {config.tfds_name}[{tfds_split}]"
   else:
     source = config.train_path if split == "train" else config.eval_path
@@ -44,8 +45,9 @@ def read_split(config, split):
     impossible = next((e for e in examples if e.is_impossible), None)
     if impossible is not None:
       raise UserInputError(
-          f"{source} has unanswerable questions (e.g. id {impossible.qid!r}), i.e. SQuAD 2.0; "
-          "use configs/finetune/squad.py:v2 or set data.version_2_with_negative=True")
+        f"{source} has unanswerable questions (e.g. id {impossible.qid!r}), i.e. SQuAD 2.0; "
+        "use configs/finetune/squad.py:v2 or set data.version_2_with_negative=True"
+      )
   return examples
 
 
@@ -59,20 +61,29 @@ class SquadData(feature_batches.FeatureData):
       config: a `bert_jax.tasks.finetune_config.FinetuneDataConfig` (its span_qa keys).
       tokenizer: the WordPiece tokenizer of the model's vocab.
     """
-    lengths = {"max_seq_length": config.max_seq_length,
-               "max_query_length": config.max_query_length, "doc_stride": config.doc_stride}
+    lengths = {
+      "max_seq_length": config.max_seq_length,
+      "max_query_length": config.max_query_length,
+      "doc_stride": config.doc_stride,
+    }
     squad_features.check_lengths(**lengths)
     self.answer_options = squad_postprocess.AnswerOptions(
-        n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
-        version_2_with_negative=config.version_2_with_negative,
-        null_score_diff_threshold=config.null_score_diff_threshold)
+      n_best_size=config.n_best_size,
+      max_answer_length=config.max_answer_length,
+      version_2_with_negative=config.version_2_with_negative,
+      null_score_diff_threshold=config.null_score_diff_threshold,
+    )
     train_examples = read_split(config, "train")
     self.eval_examples = read_split(config, "eval")
     train_features = squad_features.squad_features(train_examples, tokenizer, **lengths)
     self.eval_features = squad_features.squad_features(self.eval_examples, tokenizer, **lengths)
-    logging.info("SQuAD: %d train questions -> %d features, %d eval questions -> %d features",
-                 len(train_examples), len(train_features), len(self.eval_examples),
-                 len(self.eval_features))
+    logging.info(
+      "SQuAD: %d train questions -> %d features, %d eval questions -> %d features",
+      len(train_examples),
+      len(train_features),
+      len(self.eval_examples),
+      len(self.eval_features),
+    )
     super().__init__(train_features.arrays(), self.eval_features.arrays())
 
   def eval_metrics(self, predictions):
@@ -90,19 +101,26 @@ class SquadData(feature_batches.FeatureData):
   def evaluate(self, predictions):
     """`eval_metrics` and run_squad.py's prediction files (see the module docstring)."""
     results = squad_postprocess.predict(
-        self.eval_examples, self.eval_features, predictions["start_logits"],
-        predictions["end_logits"], self.answer_options)
+      self.eval_examples,
+      self.eval_features,
+      predictions["start_logits"],
+      predictions["end_logits"],
+      self.answer_options,
+    )
     answers = {qid: p.answer for qid, p in results.items()}
     gold = {e.qid: list(e.answer_texts) for e in self.eval_examples}
     metrics = squad_metrics.squad_scores(gold, answers)
-    files = {"predictions.json": answers,
-             "nbest_predictions.json": {qid: p.nbest for qid, p in results.items()}}
+    files = {
+      "predictions.json": answers,
+      "nbest_predictions.json": {qid: p.nbest for qid, p in results.items()},
+    }
     if self.answer_options.version_2_with_negative:
       null_odds = {qid: p.null_odds for qid, p in results.items()}
       metrics.update(squad_metrics.best_thresholds(gold, answers, null_odds))
       files["null_odds.json"] = null_odds
-    return metrics, {name: json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-                     for name, value in files.items()}
+    return metrics, {
+      name: json.dumps(value, indent=2, ensure_ascii=False) + "\n" for name, value in files.items()
+    }
 
 
 def make_data(config, tokenizer) -> SquadData:

@@ -43,6 +43,7 @@ class SquadFeatures:
       ``NOT_CONTEXT`` elsewhere.
     max_context: bool [F, L]: the context token has its most context in this window.
   """
+
   input_ids: np.ndarray
   token_type_ids: np.ndarray
   input_mask: np.ndarray
@@ -57,21 +58,28 @@ class SquadFeatures:
 
   def arrays(self):
     """The model-facing arrays (inputs and labels)."""
-    return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
-            "input_mask": self.input_mask, "start_positions": self.start_positions,
-            "end_positions": self.end_positions}
+    return {
+      "input_ids": self.input_ids,
+      "token_type_ids": self.token_type_ids,
+      "input_mask": self.input_mask,
+      "start_positions": self.start_positions,
+      "end_positions": self.end_positions,
+    }
 
 
 def check_lengths(max_seq_length, max_query_length, doc_stride):
   """Raises unless a window keeps at least one context token after the longest question."""
   if max_query_length < 1 or doc_stride < 1:
-    raise UserInputError(f"data.max_query_length={max_query_length} and data.doc_stride="
-                         f"{doc_stride} must be at least 1 (BERT: 64 and 128)")
+    raise UserInputError(
+      f"data.max_query_length={max_query_length} and data.doc_stride="
+      f"{doc_stride} must be at least 1 (BERT: 64 and 128)"
+    )
   if max_seq_length - max_query_length - 3 < 1:
     raise UserInputError(
-        f"data.max_seq_length={max_seq_length} leaves no room for context after a "
-        f"{max_query_length}-token question, [CLS] and two [SEP]s; raise max_seq_length or "
-        "lower data.max_query_length")
+      f"data.max_seq_length={max_seq_length} leaves no room for context after a "
+      f"{max_query_length}-token question, [CLS] and two [SEP]s; raise max_seq_length or "
+      "lower data.max_query_length"
+    )
 
 
 def doc_windows(num_tokens, window_length, doc_stride):
@@ -95,8 +103,9 @@ def max_context_windows(windows, num_tokens):
   score_WT = np.full((len(windows), num_tokens), -np.inf)
   for w, (start, length) in enumerate(windows):
     positions = np.arange(length)
-    score_WT[w, start:start + length] = (np.minimum(positions, length - 1 - positions) +
-                                         0.01 * length)
+    score_WT[w, start : start + length] = (
+      np.minimum(positions, length - 1 - positions) + 0.01 * length
+    )
   return np.argmax(score_WT, axis=0)  # The first window on ties, as the original BERT.
 
 
@@ -123,9 +132,10 @@ def squad_features(examples, tokenizer, *, max_seq_length, max_query_length, doc
   check_lengths(max_seq_length, max_query_length, doc_stride)
   if not hasattr(tokenizer, "encode_batch_with_offsets"):
     raise UserInputError(
-        "SQuAD features need each token's characters in the context, which the WordPiece "
-        "tokenizer gives; set data.vocab_path to a WordPiece vocab.txt, not a SentencePiece "
-        ".model")
+      "SQuAD features need each token's characters in the context, which the WordPiece "
+      "tokenizer gives; set data.vocab_path to a WordPiece vocab.txt, not a SentencePiece "
+      ".model"
+    )
   special = tokenizer.special_ids
   contexts = sorted({e.context for e in examples})  # Paragraphs repeat once per question.
   context_index = {c: i for i, c in enumerate(contexts)}
@@ -141,33 +151,36 @@ def squad_features(examples, tokenizer, *, max_seq_length, max_query_length, doc
     answer = None  # An answer of only characters the tokenizer drops has no tokens: [CLS].
     if not example.is_impossible:
       char_start = example.answer_starts[0]
-      answer = answer_token_span(offsets_T2, char_start,
-                                 char_start + len(example.answer_texts[0]))
+      answer = answer_token_span(offsets_T2, char_start, char_start + len(example.answer_texts[0]))
     prefix = [special.cls, *question_ids, special.sep]
     for w, (start, length) in enumerate(windows):
-      ids = np.concatenate([prefix, ids_T[start:start + length], [special.sep]])
+      ids = np.concatenate([prefix, ids_T[start : start + length], [special.sep]])
       offset = len(prefix) - start  # Row position of context token t is t + offset.
       first, last = 0, 0
       if answer is not None and start <= answer[0] and answer[1] < start + length:
         first, last = answer[0] + offset, answer[1] + offset
       offsets_L2 = np.full((max_seq_length, 2), NOT_CONTEXT, np.int32)
-      offsets_L2[len(prefix):len(prefix) + length] = offsets_T2[start:start + length]
+      offsets_L2[len(prefix) : len(prefix) + length] = offsets_T2[start : start + length]
       max_context_L = np.zeros(max_seq_length, bool)
-      max_context_L[len(prefix):len(prefix) + length] = best_window_T[start:start + length] == w
+      max_context_L[len(prefix) : len(prefix) + length] = best_window_T[start : start + length] == w
       rows.append((ids, len(prefix), first, last, e, offsets_L2, max_context_L))
   num = len(rows)
   input_ids = np.full((num, max_seq_length), special.pad, np.int32)
   input_mask = np.zeros((num, max_seq_length), np.int32)
   token_type_ids = np.zeros((num, max_seq_length), np.int32)
   for f, (ids, prefix_length, *_) in enumerate(rows):
-    input_ids[f, :len(ids)] = ids
-    input_mask[f, :len(ids)] = 1
-    token_type_ids[f, prefix_length:len(ids)] = 1
+    input_ids[f, : len(ids)] = ids
+    input_mask[f, : len(ids)] = 1
+    token_type_ids[f, prefix_length : len(ids)] = 1
   return SquadFeatures(
-      input_ids=input_ids, token_type_ids=token_type_ids, input_mask=input_mask,
-      start_positions=np.array([r[2] for r in rows], np.int32).reshape(num),
-      end_positions=np.array([r[3] for r in rows], np.int32).reshape(num),
-      example_index=np.array([r[4] for r in rows], np.int32).reshape(num),
-      token_offsets=np.stack([r[5] for r in rows]) if rows else np.zeros(
-          (0, max_seq_length, 2), np.int32),
-      max_context=np.stack([r[6] for r in rows]) if rows else np.zeros((0, max_seq_length), bool))
+    input_ids=input_ids,
+    token_type_ids=token_type_ids,
+    input_mask=input_mask,
+    start_positions=np.array([r[2] for r in rows], np.int32).reshape(num),
+    end_positions=np.array([r[3] for r in rows], np.int32).reshape(num),
+    example_index=np.array([r[4] for r in rows], np.int32).reshape(num),
+    token_offsets=np.stack([r[5] for r in rows])
+    if rows
+    else np.zeros((0, max_seq_length, 2), np.int32),
+    max_context=np.stack([r[6] for r in rows]) if rows else np.zeros((0, max_seq_length), bool),
+  )

@@ -40,8 +40,7 @@ def f1_score(prediction, gold):
   gold_words = normalize_answer(gold).split()
   if not prediction_words or not gold_words:
     return float(prediction_words == gold_words)
-  common = sum((collections.Counter(prediction_words) & collections.Counter(gold_words)
-                ).values())
+  common = sum((collections.Counter(prediction_words) & collections.Counter(gold_words)).values())
   if not common:
     return 0.0
   precision = common / len(prediction_words)
@@ -108,8 +107,12 @@ def best_thresholds(gold_answers, predictions, null_odds):
   exact, f1, answerable = question_scores(gold_answers, predictions)
   best_exact, exact_threshold = _best_threshold(predictions, exact, null_odds, answerable)
   best_f1, f1_threshold = _best_threshold(predictions, f1, null_odds, answerable)
-  return {"best_exact": best_exact, "best_exact_thresh": exact_threshold,
-          "best_f1": best_f1, "best_f1_thresh": f1_threshold}
+  return {
+    "best_exact": best_exact,
+    "best_exact_thresh": exact_threshold,
+    "best_f1": best_f1,
+    "best_f1_thresh": f1_threshold,
+  }
 
 
 def squad_scores(gold_answers, predictions):

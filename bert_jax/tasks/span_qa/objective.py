@@ -19,14 +19,18 @@ from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 @dataclasses.dataclass(frozen=True)
 class SpanQaTask(WeightedRowsTask):
   """Softmax over the row's positions for the answer's start and for its end."""
+
   model_config: ModelConfig
   max_seq_length: int
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the SQuAD data's schema."""
     positions = np.zeros((batch_size,), np.int32)
-    return dict(encoder_batch((batch_size, self.max_seq_length), batch_size),
-                start_positions=positions, end_positions=positions.copy())
+    return dict(
+      encoder_batch((batch_size, self.max_seq_length), batch_size),
+      start_positions=positions,
+      end_positions=positions.copy(),
+    )
 
   def model(self, deterministic: bool) -> BertForSpanQa:
     return BertForSpanQa(self.model_config, deterministic=deterministic)

@@ -28,6 +28,7 @@ from bert_jax.tasks.span_qa.features import NOT_CONTEXT
 @dataclasses.dataclass(frozen=True)
 class AnswerOptions:
   """Post-processing settings (BERT: n_best 20, max answer 30 tokens, threshold 0)."""
+
   n_best_size: int = 20
   max_answer_length: int = 30
   version_2_with_negative: bool = False
@@ -46,10 +47,15 @@ def _candidates(features, start_logits_FL, end_logits_FL, options):
   start_ok_FK = (in_context_FL & features.max_context)[rows_F1, starts_FK]
   end_ok_FK = in_context_FL[rows_F1, ends_FK]
   span_FKK = ends_FK[:, None, :] - starts_FK[:, :, None]
-  valid_FKK = (start_ok_FK[:, :, None] & end_ok_FK[:, None, :] & (span_FKK >= 0) &
-               (span_FKK < options.max_answer_length))
-  score_FKK = (start_logits_FL[rows_F1, starts_FK][:, :, None] +
-               end_logits_FL[rows_F1, ends_FK][:, None, :])
+  valid_FKK = (
+    start_ok_FK[:, :, None]
+    & end_ok_FK[:, None, :]
+    & (span_FKK >= 0)
+    & (span_FKK < options.max_answer_length)
+  )
+  score_FKK = (
+    start_logits_FL[rows_F1, starts_FK][:, :, None] + end_logits_FL[rows_F1, ends_FK][:, None, :]
+  )
   score_FP = np.where(valid_FKK, score_FKK, -np.inf).reshape(num_features, k * k)
   return score_FP, np.repeat(starts_FK, k, axis=1), np.tile(ends_FK, (1, k))
 
@@ -63,6 +69,7 @@ class QuestionPrediction:
     nbest: [{"text", "probability", "start_logit", "end_logit"}], best first.
     null_odds: v2.0: null score - best candidate score (inf without candidates); None in v1.1.
   """
+
   answer: str
   nbest: list
   null_odds: float | None
@@ -84,8 +91,11 @@ def _nbest(example, features, first, stop, logits, candidates, null, options):
   order = valid[np.argsort(-score_P[valid], kind="stable")]
 
   def text_of(p):
-    return example.context[features.token_offsets[feature_P[p], start_P[p], 0]:
-                           features.token_offsets[feature_P[p], end_P[p], 1]]
+    return example.context[
+      features.token_offsets[feature_P[p], start_P[p], 0] : features.token_offsets[
+        feature_P[p], end_P[p], 1
+      ]
+    ]
 
   entries, seen = [], set()
   for p in order:
@@ -99,8 +109,9 @@ def _nbest(example, features, first, stop, logits, candidates, null, options):
     text = text_of(p)
     if text not in seen:
       seen.add(text)
-      entries.append((text, start_logits_FL[feature_P[p], start_P[p]],
-                      end_logits_FL[feature_P[p], end_P[p]]))
+      entries.append(
+        (text, start_logits_FL[feature_P[p], start_P[p]], end_logits_FL[feature_P[p], end_P[p]])
+      )
   if null is not None and "" not in seen:
     entries.append(("", *null[1:]))
   return entries or [("", 0.0, 0.0)], text_of(order[0]) if order.size else ""
@@ -125,9 +136,12 @@ def predict(examples, features, start_logits, end_logits, options=AnswerOptions(
   start_logits_FL = np.asarray(start_logits, np.float64)
   end_logits_FL = np.asarray(end_logits, np.float64)
   if start_logits_FL.shape != features.input_ids.shape or (
-      end_logits_FL.shape != features.input_ids.shape):
-    raise ValueError(f"logits of shapes {start_logits_FL.shape} / {end_logits_FL.shape} for "
-                     f"features of shape {features.input_ids.shape}")
+    end_logits_FL.shape != features.input_ids.shape
+  ):
+    raise ValueError(
+      f"logits of shapes {start_logits_FL.shape} / {end_logits_FL.shape} for "
+      f"features of shape {features.input_ids.shape}"
+    )
   candidates = _candidates(features, start_logits_FL, end_logits_FL, options)
   score_F = candidates[0].max(axis=1)
   null_F = start_logits_FL[:, 0] + end_logits_FL[:, 0]
@@ -142,21 +156,26 @@ def predict(examples, features, start_logits, end_logits, options=AnswerOptions(
     if options.version_2_with_negative:
       f_null = first + int(np.argmin(null_F[first:stop]))  # The first window on ties.
       null = (null_F[f_null], start_logits_FL[f_null, 0], end_logits_FL[f_null, 0])
-    entries, text = _nbest(example, features, first, stop, (start_logits_FL, end_logits_FL),
-                           candidates, null, options)
+    entries, text = _nbest(
+      example, features, first, stop, (start_logits_FL, end_logits_FL), candidates, null, options
+    )
     null_odds = None
     if null is not None:
       null_odds = float(null[0] - np.max(score_F[first:stop]))
       if null_odds > options.null_score_diff_threshold:
         text = ""
     probabilities = _softmax([s + t for _, s, t in entries])
-    nbest = [{"text": t, "probability": float(p), "start_logit": float(s), "end_logit": float(u)}
-             for (t, s, u), p in zip(entries, probabilities, strict=True)]
+    nbest = [
+      {"text": t, "probability": float(p), "start_logit": float(s), "end_logit": float(u)}
+      for (t, s, u), p in zip(entries, probabilities, strict=True)
+    ]
     results[example.qid] = QuestionPrediction(text, nbest, null_odds)
   return results
 
 
 def predict_answers(examples, features, start_logits, end_logits, options=AnswerOptions()):
   """{question id: answer text} ("" for no answer) of `predict`."""
-  return {qid: p.answer for qid, p in predict(examples, features, start_logits, end_logits,
-                                               options).items()}
+  return {
+    qid: p.answer
+    for qid, p in predict(examples, features, start_logits, end_logits, options).items()
+  }

@@ -31,6 +31,7 @@ class SquadExample:
     answer_starts: the character index of each answer in ``context``.
     is_impossible: SQuAD 2.0's unanswerable question.
   """
+
   qid: str
   question: str
   context: str
@@ -41,15 +42,17 @@ class SquadExample:
 
 def _check_answer(where, context, text, start):
   """Raises if ``context[start:start+len(text)]`` is not ``text``."""
-  if not isinstance(text, str) or not text or isinstance(start, bool) or not isinstance(
-      start, int):
-    raise UserInputError(f"{where}: an answer needs a non-empty 'text' and an integer "
-                         f"'answer_start', got text={text!r} answer_start={start!r}")
-  found = context[start:start + len(text)] if start >= 0 else ""
+  if not isinstance(text, str) or not text or isinstance(start, bool) or not isinstance(start, int):
+    raise UserInputError(
+      f"{where}: an answer needs a non-empty 'text' and an integer "
+      f"'answer_start', got text={text!r} answer_start={start!r}"
+    )
+  found = context[start : start + len(text)] if start >= 0 else ""
   if found != text:
     raise UserInputError(
-        f"{where}: answer_start {start} selects {found!r} from the context but the answer text "
-        f"is {text!r}; fix answer_start to the answer's character index in the context")
+      f"{where}: answer_start {start} selects {found!r} from the context but the answer text "
+      f"is {text!r}; fix answer_start to the answer's character index in the context"
+    )
 
 
 def make_example(where, *, qid, question, context, answers, is_impossible, plausible_answers):
@@ -74,25 +77,37 @@ def make_example(where, *, qid, question, context, answers, is_impossible, plaus
   for text, start in tuple(answers) + tuple(plausible_answers):
     _check_answer(where, context, text, start)
   if is_impossible and answers:
-    raise UserInputError(f"{where}: is_impossible is true but the question has answers; "
-                         "move them to plausible_answers or set is_impossible to false")
+    raise UserInputError(
+      f"{where}: is_impossible is true but the question has answers; "
+      "move them to plausible_answers or set is_impossible to false"
+    )
   if not is_impossible and not answers:
-    raise UserInputError(f"{where}: the question has no answers and is not marked "
-                         "is_impossible; add an answer or set is_impossible to true (SQuAD 2.0)")
-  return SquadExample(qid=qid, question=question, context=context,
-                      answer_texts=tuple(t for t, _ in answers),
-                      answer_starts=tuple(s for _, s in answers), is_impossible=is_impossible)
+    raise UserInputError(
+      f"{where}: the question has no answers and is not marked "
+      "is_impossible; add an answer or set is_impossible to true (SQuAD 2.0)"
+    )
+  return SquadExample(
+    qid=qid,
+    question=question,
+    context=context,
+    answer_texts=tuple(t for t, _ in answers),
+    answer_starts=tuple(s for _, s in answers),
+    is_impossible=is_impossible,
+  )
 
 
 def _field(where, record, key, kind):
   """``record[key]`` checked to be a ``kind``; a one-line error naming the entry otherwise."""
   if not isinstance(record, dict) or key not in record:
-    raise UserInputError(f"{where} lacks the {key!r} field; SQuAD JSON is "
-                         "data[].paragraphs[].qas[] with context, id, question and answers")
+    raise UserInputError(
+      f"{where} lacks the {key!r} field; SQuAD JSON is "
+      "data[].paragraphs[].qas[] with context, id, question and answers"
+    )
   value = record[key]
   if not isinstance(value, kind):
-    raise UserInputError(f"{where}: {key!r} must be a JSON {kind.__name__}, got "
-                         f"{type(value).__name__}")
+    raise UserInputError(
+      f"{where}: {key!r} must be a JSON {kind.__name__}, got {type(value).__name__}"
+    )
   return value
 
 
@@ -124,11 +139,14 @@ def read_squad_json(path):
     root = json.loads(files.read_text(path))  # Local or gs://.
   except FileNotFoundError:
     raise FileNotFoundError(
-        f"SQuAD file {path} does not exist; set data.train_path / data.eval_path to SQuAD JSON "
-        "files (train-v1.1.json, dev-v2.0.json, ...)") from None
+      f"SQuAD file {path} does not exist; set data.train_path / data.eval_path to SQuAD JSON "
+      "files (train-v1.1.json, dev-v2.0.json, ...)"
+    ) from None
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    raise UserInputError(f"SQuAD file {path} is not UTF-8 JSON ({e}); pass the train-*.json / "
-                         "dev-*.json files of SQuAD or files in their format") from None
+    raise UserInputError(
+      f"SQuAD file {path} is not UTF-8 JSON ({e}); pass the train-*.json / "
+      "dev-*.json files of SQuAD or files in their format"
+    ) from None
   examples, seen = [], {}
   for a, article in enumerate(_field(f"{path}: the top level", root, "data", list)):
     for p, paragraph in enumerate(_field(f"{path}: data[{a}]", article, "paragraphs", list)):
@@ -139,14 +157,22 @@ def read_squad_json(path):
         qid = _field(entry, qa, "id", str)
         entry = f"{entry} (id {qid!r})"
         if qid in seen:
-          raise UserInputError(f"{entry}: the id is used twice (also {seen[qid]}); question "
-                               "ids must be unique")
+          raise UserInputError(
+            f"{entry}: the id is used twice (also {seen[qid]}); question ids must be unique"
+          )
         seen[qid] = entry
         impossible = _field(entry, qa, "is_impossible", bool) if "is_impossible" in qa else False
-        examples.append(make_example(
-            entry, qid=qid, question=_field(entry, qa, "question", str), context=context,
-            answers=_answer_pairs(entry, qa, "answers"), is_impossible=impossible,
-            plausible_answers=_answer_pairs(entry, qa, "plausible_answers")))
+        examples.append(
+          make_example(
+            entry,
+            qid=qid,
+            question=_field(entry, qa, "question", str),
+            context=context,
+            answers=_answer_pairs(entry, qa, "answers"),
+            is_impossible=impossible,
+            plausible_answers=_answer_pairs(entry, qa, "plausible_answers"),
+          )
+        )
   if not examples:
     raise UserInputError(f"SQuAD file {path} holds no questions")
   return examples
@@ -179,13 +205,19 @@ def read_squad_tfds(name, *, split, data_dir=""):
   examples = []
   for i, record in enumerate(records):
     qid = _decode(record["id"])
-    examples.append(make_example(
-        f"TFDS {name}[{split}] example {i} (id {qid!r})", qid=qid,
-        question=_decode(record["question"]), context=_decode(record["context"]),
+    examples.append(
+      make_example(
+        f"TFDS {name}[{split}] example {i} (id {qid!r})",
+        qid=qid,
+        question=_decode(record["question"]),
+        context=_decode(record["context"]),
         answers=_tfds_pairs(record["answers"]),
         is_impossible=bool(record.get("is_impossible", False)),
         plausible_answers=_tfds_pairs(record["plausible_answers"])
-        if "plausible_answers" in record else ()))
+        if "plausible_answers" in record
+        else (),
+      )
+    )
   if not examples:
     raise UserInputError(f"TFDS dataset {name!r} split {split!r} holds no questions")
   return examples

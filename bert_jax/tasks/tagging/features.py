@@ -38,6 +38,7 @@ class TaggingFeatures:
     word_index: int32 [F, L]: the index in its sentence of the word a scored position labels,
       -1 elsewhere.
   """
+
   input_ids: np.ndarray
   input_mask: np.ndarray
   label_ids: np.ndarray
@@ -50,9 +51,13 @@ class TaggingFeatures:
 
   def arrays(self):
     """The model-facing arrays, with all-zero segment ids (one segment)."""
-    return {"input_ids": self.input_ids, "token_type_ids": np.zeros_like(self.input_ids),
-            "input_mask": self.input_mask, "label_ids": self.label_ids,
-            "label_weights": self.label_weights}
+    return {
+      "input_ids": self.input_ids,
+      "token_type_ids": np.zeros_like(self.input_ids),
+      "input_mask": self.input_mask,
+      "label_ids": self.label_ids,
+      "label_weights": self.label_weights,
+    }
 
 
 def windows(word_starts, max_pieces, stride):
@@ -84,8 +89,9 @@ def _scoring_windows(word_starts, spans):
   best_context = np.full(num_words, -1, np.int64)
   for w, (first, end) in enumerate(spans):
     words = np.arange(first, end)
-    context = np.minimum(word_starts[words] - word_starts[first],
-                         word_starts[end] - word_starts[words + 1])
+    context = np.minimum(
+      word_starts[words] - word_starts[first], word_starts[end] - word_starts[words + 1]
+    )
     better = context > best_context[words]
     best_window[words[better]] = w
     best_context[words[better]] = context[better]
@@ -110,24 +116,29 @@ def tagging_features(sentences, label_names, tokenizer, max_seq_length, stride):
   """
   max_pieces = max_seq_length - 2
   if max_pieces < 1 or stride < 1:
-    raise UserInputError(f"data.max_seq_length={max_seq_length} and data.doc_stride={stride} "
-                         "leave no room for a word; use max_seq_length >= 3, doc_stride >= 1")
+    raise UserInputError(
+      f"data.max_seq_length={max_seq_length} and data.doc_stride={stride} "
+      "leave no room for a word; use max_seq_length >= 3, doc_stride >= 1"
+    )
   label_id = {name: i for i, name in enumerate(label_names)}
   special = tokenizer.special_ids
   all_words = [word for sentence in sentences for word in sentence.words]
-  all_pieces = [pieces[:max_pieces] or [special.unk]
-                for pieces in tokenizer.encode_batch(all_words)]
+  all_pieces = [
+    pieces[:max_pieces] or [special.unk] for pieces in tokenizer.encode_batch(all_words)
+  ]
   rows = {key: [] for key in ("input_ids", "label_ids", "word_index")}
   sentence_index = []
   offset = 0
   for s, sentence in enumerate(sentences):
-    pieces = all_pieces[offset:offset + len(sentence.words)]
+    pieces = all_pieces[offset : offset + len(sentence.words)]
     offset += len(sentence.words)
     try:
       labels = [label_id[label] for label in sentence.labels]
     except KeyError as e:
-      raise UserInputError(f"label {e.args[0]!r} of sentence {s} is not in the label names "
-                           f"{list(label_names)}; add it to data.label_names") from None
+      raise UserInputError(
+        f"label {e.args[0]!r} of sentence {s} is not in the label names "
+        f"{list(label_names)}; add it to data.label_names"
+      ) from None
     word_starts = np.cumsum([0] + [len(p) for p in pieces])
     spans = windows(word_starts, max_pieces, stride)
     scored_in = _scoring_windows(word_starts, spans)
@@ -150,17 +161,19 @@ def tagging_features(sentences, label_names, tokenizer, max_seq_length, stride):
   input_ids = _pad(rows["input_ids"], max_seq_length, special.pad)
   word_index = _pad(rows["word_index"], max_seq_length, -1)
   return TaggingFeatures(
-      input_ids=input_ids, input_mask=_pad([[1] * len(r) for r in rows["input_ids"]],
-                                           max_seq_length, 0),
-      label_ids=_pad(rows["label_ids"], max_seq_length, 0),
-      label_weights=(word_index >= 0).astype(np.float32),
-      sentence_index=np.asarray(sentence_index, np.int32), word_index=word_index)
+    input_ids=input_ids,
+    input_mask=_pad([[1] * len(r) for r in rows["input_ids"]], max_seq_length, 0),
+    label_ids=_pad(rows["label_ids"], max_seq_length, 0),
+    label_weights=(word_index >= 0).astype(np.float32),
+    sentence_index=np.asarray(sentence_index, np.int32),
+    word_index=word_index,
+  )
 
 
 def _pad(rows, length, value):
   out = np.full((len(rows), length), value, np.int32)
   for i, row in enumerate(rows):
-    out[i, :len(row)] = row
+    out[i, : len(row)] = row
   return out
 
 
@@ -180,8 +193,10 @@ def word_predictions(features, predicted_ids, sentence_lengths):
   """
   predicted_ids = np.asarray(predicted_ids)
   if predicted_ids.shape != features.word_index.shape:
-    raise ValueError(f"predictions of shape {predicted_ids.shape} for features of shape "
-                     f"{features.word_index.shape}")
+    raise ValueError(
+      f"predictions of shape {predicted_ids.shape} for features of shape "
+      f"{features.word_index.shape}"
+    )
   result = [np.full(n, -1, np.int64) for n in sentence_lengths]
   filled = 0
   for f, words in enumerate(features.word_index):

@@ -33,8 +33,10 @@ def tagging_metrics(true_labels, predicted_labels, entity_level=True):
   """
   result = {"accuracy": float(seqeval_metrics.accuracy_score(true_labels, predicted_labels))}
   if entity_level:
-    for name, score in (("precision", seqeval_metrics.precision_score),
-                        ("recall", seqeval_metrics.recall_score),
-                        ("f1", seqeval_metrics.f1_score)):
+    for name, score in (
+      ("precision", seqeval_metrics.precision_score),
+      ("recall", seqeval_metrics.recall_score),
+      ("f1", seqeval_metrics.f1_score),
+    ):
       result[name] = float(score(true_labels, predicted_labels, zero_division=0))
   return result

@@ -9,6 +9,7 @@ from bert_jax.tasks.trunk import trunk
 
 class BertForTokenTagging(nn.Module):
   """BERT with the "tagger" head: dropout, then one dense layer from each token to its labels."""
+
   config: ModelConfig
   num_labels: int
   deterministic: bool = True
@@ -16,7 +17,16 @@ class BertForTokenTagging(nn.Module):
   @nn.compact
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
     """Returns {"logits": float32 [B, L, num_labels]}."""
-    x_BLD, _ = trunk(self.config, self.deterministic)(input_ids_BL, token_type_ids_BL,
-                                                     input_mask_BL)
-    return {"logits": output_head(self.config, x_BLD, self.num_labels, name="tagger",
-                                  dropout=True, deterministic=self.deterministic)}
+    x_BLD, _ = trunk(self.config, self.deterministic)(
+      input_ids_BL, token_type_ids_BL, input_mask_BL
+    )
+    return {
+      "logits": output_head(
+        self.config,
+        x_BLD,
+        self.num_labels,
+        name="tagger",
+        dropout=True,
+        deterministic=self.deterministic,
+      )
+    }

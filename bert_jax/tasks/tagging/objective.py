@@ -19,6 +19,7 @@ from bert_jax.tasks.weighted_rows import WeightedRowsTask, encoder_batch
 @dataclasses.dataclass(frozen=True)
 class TaggingTask(WeightedRowsTask):
   """Per-token softmax cross-entropy over ``num_labels`` labels at the weighted positions."""
+
   model_config: ModelConfig
   max_seq_length: int
   num_labels: int
@@ -26,8 +27,11 @@ class TaggingTask(WeightedRowsTask):
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the tagging data's schema."""
     shape = (batch_size, self.max_seq_length)
-    return dict(encoder_batch(shape, batch_size), label_ids=np.zeros(shape, np.int32),
-                label_weights=np.zeros(shape, np.float32))
+    return dict(
+      encoder_batch(shape, batch_size),
+      label_ids=np.zeros(shape, np.int32),
+      label_weights=np.zeros(shape, np.float32),
+    )
 
   def model(self, deterministic: bool) -> BertForTokenTagging:
     return BertForTokenTagging(self.model_config, self.num_labels, deterministic=deterministic)
@@ -45,15 +49,19 @@ class TaggingTask(WeightedRowsTask):
     logits_BLK = outputs["logits"]
     labels_BL = batch["label_ids"]
     ce_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLK, labels_BL)
-    sums = {"loss": jnp.sum(ce_BL * weights_BL),
-            "token_accuracy": jnp.sum((jnp.argmax(logits_BLK, -1) == labels_BL) * weights_BL),
-            "tokens": jnp.sum(weights_BL)}
+    sums = {
+      "loss": jnp.sum(ce_BL * weights_BL),
+      "token_accuracy": jnp.sum((jnp.argmax(logits_BLK, -1) == labels_BL) * weights_BL),
+      "tokens": jnp.sum(weights_BL),
+    }
     return sums["loss"] / denominators["tokens"], sums
 
   def metrics_from_sums(self, sums):
     tokens = max(float(sums["tokens"]), 1.0)
-    return {"loss": float(sums["loss"]) / tokens,
-            "token_accuracy": float(sums["token_accuracy"]) / tokens}
+    return {
+      "loss": float(sums["loss"]) / tokens,
+      "token_accuracy": float(sums["token_accuracy"]) / tokens,
+    }
 
   def predictions(self, outputs, batch):
     """The most likely label id at every position, [B, L] (scored ones are read back)."""

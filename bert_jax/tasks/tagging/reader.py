@@ -21,6 +21,7 @@ DOCSTART = "-DOCSTART-"
 @dataclasses.dataclass(frozen=True)
 class TaggedSentence:
   """One sentence: its words and one label per word."""
+
   words: tuple[str, ...]
   labels: tuple[str, ...]
 
@@ -45,11 +46,13 @@ def read_conll(path, label_column=-1):
     lines = files.read_text(path).splitlines()  # Local or gs://.
   except FileNotFoundError:
     raise FileNotFoundError(
-        f"CoNLL file {path} does not exist; set data.train_path / data.eval_path to files with "
-        "one 'word ... label' line per token and blank lines between sentences") from None
+      f"CoNLL file {path} does not exist; set data.train_path / data.eval_path to files with "
+      "one 'word ... label' line per token and blank lines between sentences"
+    ) from None
   except UnicodeDecodeError as e:
-    raise UserInputError(f"CoNLL file {path} is not UTF-8 text ({e.reason} at byte {e.start}); "
-                         "convert it to UTF-8") from None
+    raise UserInputError(
+      f"CoNLL file {path} is not UTF-8 text ({e.reason} at byte {e.start}); convert it to UTF-8"
+    ) from None
   sentences, words, labels = [], [], []
   num_columns = None
 
@@ -71,14 +74,16 @@ def read_conll(path, label_column=-1):
       num_columns = len(fields)
       if num_columns < 2:
         raise UserInputError(
-            f"{path}:{line_number}: {line.strip()!r} has one column; CoNLL lines need the word "
-            "and at least one label column separated by whitespace")
+          f"{path}:{line_number}: {line.strip()!r} has one column; CoNLL lines need the word "
+          "and at least one label column separated by whitespace"
+        )
       label_index = _label_index(label_column, num_columns, f"{path}:{line_number}")
     elif len(fields) != num_columns:
       raise UserInputError(
-          f"{path}:{line_number}: {len(fields)} columns where the file's first token line has "
-          f"{num_columns} ({line.strip()!r}); words may not contain spaces and every token line "
-          "needs the same columns")
+        f"{path}:{line_number}: {len(fields)} columns where the file's first token line has "
+        f"{num_columns} ({line.strip()!r}); words may not contain spaces and every token line "
+        "needs the same columns"
+      )
     words.append(fields[0])
     labels.append(fields[label_index])
   end_sentence()
@@ -92,9 +97,10 @@ def _label_index(label_column, num_columns, where):
   index = label_column + num_columns if label_column < 0 else label_column
   if not 1 <= index < num_columns:
     raise UserInputError(
-        f"{where}: data.conll_label_column={label_column} does not name a label column of "
-        f"{num_columns} columns (column 0 is the word); use 1..{num_columns - 1} or "
-        f"-1..-{num_columns - 1}")
+      f"{where}: data.conll_label_column={label_column} does not name a label column of "
+      f"{num_columns} columns (column 0 is the word); use 1..{num_columns - 1} or "
+      f"-1..-{num_columns - 1}"
+    )
   return index
 
 
@@ -114,18 +120,22 @@ def read_tfds(name, *, split, label_column=-1, data_dir=""):
   Raises:
     UserInputError: the dataset is not prepared, is not a CoNLL dataset, or lacks the split.
   """
+
   def check(builder):
     feature_names = list(builder.info.features.keys())
-    if (not getattr(builder.builder_config, "ordered_features", None) or
-        "tokens" not in feature_names):
+    if (
+      not getattr(builder.builder_config, "ordered_features", None) or "tokens" not in feature_names
+    ):
       raise UserInputError(
-          f"TFDS dataset {name!r} is not a CoNLL dataset (features {feature_names}); use "
-          "conll2003 or CoNLL files through data.train_path / data.eval_path")
+        f"TFDS dataset {name!r} is not a CoNLL dataset (features {feature_names}); use "
+        "conll2003 or CoNLL files through data.train_path / data.eval_path"
+      )
 
   builder, examples = tfds_source.open_split(name, split=split, data_dir=data_dir, check=check)
   column_names = list(builder.builder_config.ordered_features.keys())
-  label_key = column_names[_label_index(label_column, len(column_names),
-                                        f"TFDS {name} columns {column_names}")]
+  label_key = column_names[
+    _label_index(label_column, len(column_names), f"TFDS {name} columns {column_names}")
+  ]
   label_names = tuple(builder.info.features[label_key].feature.names)
   sentences = []
   for example in examples:
@@ -154,6 +164,7 @@ def label_vocabulary(sentences, label_names=()):
   missing = sorted(seen - set(label_names))
   if missing:
     raise UserInputError(
-        f"labels {missing} occur in the data but not in data.label_names {list(label_names)}; "
-        "add them, or leave data.label_names empty to take the labels from the training data")
+      f"labels {missing} occur in the data but not in data.label_names {list(label_names)}; "
+      "add them, or leave data.label_names empty to take the labels from the training data"
+    )
   return tuple(label_names)
