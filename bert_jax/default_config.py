@@ -54,6 +54,7 @@ def base_config() -> ml_collections.ConfigDict:
   config.profile_num_steps = 0
 
   config.model = ml_collections.ConfigDict()
+  config.model.family = "bert"  # Model family (names.FAMILIES): which encoder and heads.
   config.model.size = "base"  # tiny | mini | small | medium | base | large (layers/width/heads).
   # Unset = from `size`; set any of them to override the preset.
   config.model.num_layers = ml_collections.config_dict.placeholder(int)

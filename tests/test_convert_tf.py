@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bert_jax.models import hf_weights, weight_table
+from bert_jax.models.interop import hf_weights, weight_table
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
 

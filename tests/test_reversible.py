@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import UserInputError
+from bert_jax.models import blocks, reversible
 from bert_jax.models import encoder as encoder_lib
-from bert_jax.models import reversible
 from bert_jax.models.config import LshOptions, ModelConfig
 from bert_jax.train.settings import settings_from_config
 from tests import helpers
@@ -72,7 +72,7 @@ def test_recomputing_stack_equals_plain_equations(kind):
   layer_rngs = [
     {"dropout": jax.random.key(10 + i), "hashing": jax.random.key(20 + i)} for i in range(N_LAYERS)
   ]
-  block = encoder_lib.ReversibleBlock(config, deterministic=False)
+  block = blocks.ReversibleBlock(config, deterministic=False)
   cotangents = tuple(jax.random.normal(jax.random.key(k), x_BLD.shape) for k in (3, 4))
 
   def plain(layer_params, x_BLD):
@@ -84,10 +84,10 @@ def test_recomputing_stack_equals_plain_equations(kind):
 
   stack = reversible.make_reversible_stack(
     lambda p, h, seg, rngs: block.apply(
-      {"params": p}, h, seg, rngs=rngs, method=encoder_lib.ReversibleBlock.attend
+      {"params": p}, h, seg, rngs=rngs, method=blocks.ReversibleBlock.attend
     ),
     lambda p, h, seg, rngs: block.apply(
-      {"params": p}, h, rngs=rngs, method=encoder_lib.ReversibleBlock.feed_forward
+      {"params": p}, h, rngs=rngs, method=blocks.ReversibleBlock.feed_forward
     ),
   )
 
@@ -111,7 +111,7 @@ def test_reversible_encoder_equals_its_blocks_written_out():
   config = _config("local")
   params = _init_encoder(config)
   x_BLD, segment_ids_BL = _inputs()
-  block = encoder_lib.ReversibleBlock(config)
+  block = blocks.ReversibleBlock(config)
   final_norm = nn.LayerNorm(epsilon=config.layer_norm_eps)
 
   def plain(params, x_BLD):
@@ -139,14 +139,14 @@ def test_chunked_feed_forward_equals_unchunked(length):
   x_BLD = jax.random.normal(jax.random.key(0), (2, length, 32))
   segment_ids_BL = jnp.ones((2, length), jnp.int32)
   params = nn.unbox(
-    encoder_lib.EncoderBlock(config).init(jax.random.key(1), x_BLD, segment_ids_BL)["params"]
+    blocks.EncoderBlock(config).init(jax.random.key(1), x_BLD, segment_ids_BL)["params"]
   )
   results = []
   for chunk_len in (0, 16):
     chunked = _config(
       "dense", reversible=False, num_layers=1, hidden_dropout_rate=0.0, ffn_chunk_len=chunk_len
     )
-    fn = lambda p, x, c=chunked: encoder_lib.EncoderBlock(c).apply({"params": p}, x, segment_ids_BL)
+    fn = lambda p, x, c=chunked: blocks.EncoderBlock(c).apply({"params": p}, x, segment_ids_BL)
     out_BLD, vjp = jax.vjp(jax.jit(fn), params, x_BLD)
     results.append((out_BLD, vjp(jnp.cos(out_BLD))))
   _assert_close(results[1], results[0])

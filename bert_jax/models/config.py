@@ -4,6 +4,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from bert_jax import names
 from bert_jax.errors import UserInputError
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
@@ -69,8 +70,10 @@ class LshOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """Architecture of a BERT encoder; defaults are BERT-base (Devlin et al. 2019)."""
+  """Architecture of an encoder; defaults are BERT-base (Devlin et al. 2019)."""
 
+  # Which model family (`models/families.py`) builds the encoder and the pretraining model.
+  family: str = names.BERT
   vocab_size: int = 30522
   hidden_size: int = 768
   num_layers: int = 12
@@ -95,6 +98,10 @@ class ModelConfig:
   lsh: LshOptions = LshOptions()
 
   def __post_init__(self):
+    if self.family not in names.FAMILIES:
+      raise UserInputError(
+        f"model.family={self.family!r} is unknown; choose one of {', '.join(names.FAMILIES)}"
+      )
     if self.hidden_size % self.num_heads:
       raise UserInputError(
         f"model.hidden_size={self.hidden_size} is not divisible by model.num_heads="

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 
 
@@ -64,8 +64,10 @@ class PretrainingTask:
       "next_sentence_labels": rng.integers(0, 2, size=batch_size).astype(np.int32),
     }
 
-  def model(self, deterministic: bool) -> BertForPreTraining:
-    return BertForPreTraining(self.model_config, deterministic=deterministic)
+  def model(self, deterministic: bool):
+    """The pretraining model of ``model.family`` (MLM head + sentence head)."""
+    family = families.get(self.model_config.family)
+    return family.pretraining_model(self.model_config, deterministic=deterministic)
 
   def model_inputs(self, batch):
     return (

@@ -32,7 +32,7 @@ from safetensors import numpy as safetensors_numpy
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.models import hf_config, hf_weights, tf_weights, weight_table
+from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"

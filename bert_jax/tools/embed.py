@@ -35,11 +35,11 @@ from etils import epath
 
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.models import weight_table
-from bert_jax.models.bert import BertEncoder
+from bert_jax.models import families
+from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
-from bert_jax.models.encoder import EncoderBlock
+from bert_jax.models.interop import weight_table
 from bert_jax.tools import cli, workdir_params
 
 PAIR_SEPARATOR = "|||"
@@ -108,14 +108,18 @@ def _forward(
   with_attention: bool,
 ):
   """Hidden states [B, K, L, D] of ``layers`` (and attention [B, layers, H, L, L]), float32."""
-  _, state = BertEncoder(model).apply(
-    {"params": params},
-    input_ids_BL,
-    token_type_ids_BL,
-    input_mask_BL,
-    capture_intermediates=_is_layer_output,
-    mutable=["intermediates"],
-    rngs={"hashing": jax.random.key(0)},
+  _, state = (
+    families.get(model.family)
+    .encoder(model)
+    .apply(
+      {"params": params},
+      input_ids_BL,
+      token_type_ids_BL,
+      input_mask_BL,
+      capture_intermediates=_is_layer_output,
+      mutable=["intermediates"],
+      rngs={"hashing": jax.random.key(0)},
+    )
   )
   captured = state["intermediates"]
   blocks = [captured["encoder"][f"layer_{i}"] for i in range(model.num_layers)]

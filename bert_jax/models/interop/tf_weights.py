@@ -7,9 +7,9 @@ TF Dense kernels are [in, out] like ours, so only the attention projections chan
 Adam slots (``.../adam_m``, ``.../adam_v``) and ``global_step`` are skipped.
 """
 
-from bert_jax.models import weight_table
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.weight_table import Row
+from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.weight_table import Row
 
 _OPTIMIZER_SLOTS = ("adam_m", "adam_v")
 _BOOKKEEPING = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")

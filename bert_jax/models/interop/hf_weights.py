@@ -10,9 +10,9 @@ Checkpoints of ``BertModel`` (no ``bert.`` prefix, no heads), of ``BertForPreTra
 import numpy as np
 
 from bert_jax.errors import UserInputError
-from bert_jax.models import weight_table
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.weight_table import Row
+from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.weight_table import Row
 
 _PREFIX = "bert."
 _TRUNK_PARTS = ("embeddings.", "encoder.", "pooler.")  # BertModel names lack the "bert." prefix.

@@ -1,0 +1,56 @@
+"""Model families: the encoder and the pretraining model that `model.family` names.
+
+A family is a module (or folder) under `models/` built from the shared blocks, plus one entry
+here. Everything above the models layer asks this registry for modules instead of importing a
+family's classes, so a new family needs no edits in the trainer, the tasks or the tools.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models.bert import BertEncoder, BertForPreTraining
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """One model family.
+
+  Attributes:
+    name: the `model.family` value (a member of `names.FAMILIES`).
+    encoder: module class built as ``encoder(config, deterministic, name=...)`` and called on
+      ``(input_ids_BL, token_type_ids_BL, input_mask_BL)``; returns ``(sequence_BLD,
+      pooled_BD)``. Fine-tuning task models put their heads on it.
+    pretraining_model: module class built as ``pretraining_model(config, deterministic)``;
+      its trunk is the ``encoder`` under the scope ``bert`` (`tasks/trunk.py`), so fine-tuning
+      restores it from a pretraining checkpoint by that name.
+  """
+
+  name: str
+  encoder: type[nn.Module]
+  pretraining_model: type[nn.Module]
+
+
+_FAMILIES = {
+  names.BERT: Family(names.BERT, BertEncoder, BertForPreTraining),
+}
+
+
+def get(name: str) -> Family:
+  """The registered family called ``name``.
+
+  Raises:
+    UserInputError: no family has that name.
+  """
+  if name not in _FAMILIES:
+    raise UserInputError(
+      f"model.family={name!r} is unknown; choose one of {', '.join(names.FAMILIES)}"
+    )
+  return _FAMILIES[name]
+
+
+def registered() -> tuple[str, ...]:
+  """Names of the registered families, in registration order."""
+  return tuple(_FAMILIES)
