@@ -5,10 +5,12 @@ import collections
 import tokenizers
 from tokenizers import models, normalizers, pre_tokenizers, trainers
 
+from bert_jax.data import files
+
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-def _character_inventory(text_path, normalizer, pre_tokenizer, limit_alphabet):
+def _character_inventory(lines, normalizer, pre_tokenizer, limit_alphabet):
   """Returns (alphabet, continuing characters): what the WordPiece trainer will need.
 
   The alphabet is the ``limit_alphabet`` most frequent characters of the normalised,
@@ -17,11 +19,10 @@ def _character_inventory(text_path, normalizer, pre_tokenizer, limit_alphabet):
   """
   counts = collections.Counter()
   continuing = set()
-  with open(text_path, encoding="utf-8") as f:
-    for line in f:
-      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
-        counts.update(word)
-        continuing.update(word[1:])
+  for line in lines:
+    for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
+      counts.update(word)
+      continuing.update(word[1:])
   ranked = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
   alphabet = sorted(ranked)
   return alphabet, [c for c in alphabet if c in continuing]
@@ -40,8 +41,10 @@ def train_wordpiece_vocab(text_path, vocab_size, limit_alphabet=1000):
     clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
   )
   tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  # Read through `files` (local or gs://); strict UTF-8, so a binary file is refused.
+  lines = files.read_text(text_path).splitlines(keepends=True)
   alphabet, continuing = _character_inventory(
-    text_path, tokenizer.normalizer, tokenizer.pre_tokenizer, limit_alphabet
+    lines, tokenizer.normalizer, tokenizer.pre_tokenizer, limit_alphabet
   )
   continuing_tokens = ["##" + c for c in continuing]
   trainer = trainers.WordPieceTrainer(
@@ -53,7 +56,7 @@ def train_wordpiece_vocab(text_path, vocab_size, limit_alphabet=1000):
     continuing_subword_prefix="##",
     show_progress=False,
   )
-  tokenizer.train([text_path], trainer)
+  tokenizer.train_from_iterator(lines, trainer)
   vocab = tokenizer.get_vocab()
   if sorted(vocab.values()) != list(range(len(vocab))):
     raise RuntimeError("the trained WordPiece vocab has gaps in its ids")
