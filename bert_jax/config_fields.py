@@ -2,33 +2,89 @@
 
 Every settings dataclass (`TrainerConfig`, `ModelConfig`, the data, optimizer and mesh
 configs) declares its fields with `option`; `bert_jax.default_config` builds the ConfigDict
-from those fields, so a key's default and meaning exist in exactly one place.
+from those fields with `config_dict`, so a key's default and meaning exist in exactly one
+place, and building a settings dataclass with no arguments gives the config file defaults.
 """
 
 import dataclasses
 from typing import Any
 
+import ml_collections
+
 HELP = "help"
+# ConfigDict type of a key whose default is None (a placeholder) or whose values may be of
+# several types (an int or a tuple, say): the ConfigDict holds a typed FieldReference.
+CONFIG_TYPE = "config_type"
+# The ConfigDict holds a placeholder so that a preset (model.size) can fill the key.
+FROM_PRESET = "from_preset"
 
 
 def option(
   default: Any = dataclasses.MISSING,
-  help: str = "",
-  *,  # pylint: disable=redefined-builtin
+  help: str = "",  # pylint: disable=redefined-builtin
+  *,
   default_factory: Any = dataclasses.MISSING,
+  config_type: type | None = None,
+  from_preset: bool = False,
 ) -> Any:
   """A dataclass field with a default and a one-line description of the config key.
 
   Args:
     default: the key's default value.
-    help: what the key means (shown by ``default_config.describe``).
-    default_factory: for defaults that are themselves dataclasses.
+    help: what the key means (one line; configs and the README quote it).
+    default_factory: for defaults that are themselves dataclasses (a nested section).
+    config_type: the ConfigDict field type, for keys whose default is None or whose values
+      may be of several types (then ``object``).
+    from_preset: the ConfigDict leaves the key unset so a preset fills it (``model.size``);
+      the dataclass default is the default preset's value.
   """
   if not help:
     raise ValueError("every config key needs a description")
-  return dataclasses.field(default=default, default_factory=default_factory, metadata={HELP: help})
+  metadata = {HELP: help, CONFIG_TYPE: config_type, FROM_PRESET: from_preset}
+  return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
 def description(field: dataclasses.Field) -> str:
   """The description a field was declared with ("" if it was declared without `option`)."""
   return field.metadata.get(HELP, "")
+
+
+def config_dict(cls) -> ml_collections.ConfigDict:
+  """The ConfigDict section of a settings dataclass: one key per field, at its default.
+
+  Nested dataclass fields (declared with ``default_factory=<dataclass>``) become nested
+  sections. Every field must have been declared with `option`.
+
+  Args:
+    cls: a settings dataclass type.
+
+  Raises:
+    ValueError: a field has no description (it was not declared with `option`).
+  """
+  section = ml_collections.ConfigDict()
+  for field in dataclasses.fields(cls):
+    if not description(field):
+      raise ValueError(f"{cls.__name__}.{field.name} is not declared with config_fields.option")
+    if dataclasses.is_dataclass(field.default_factory):
+      section[field.name] = config_dict(field.default_factory)
+      continue
+    value = field.default
+    config_type = field.metadata[CONFIG_TYPE]
+    if field.metadata[FROM_PRESET]:
+      value = ml_collections.config_dict.placeholder(type(field.default))
+    elif config_type is not None:
+      value = ml_collections.FieldReference(value, field_type=config_type)
+    section[field.name] = value
+  return section
+
+
+def defaults(cls) -> dict:
+  """``{key: default}`` of a settings dataclass, nested sections as nested dicts."""
+  return {
+    field.name: (
+      defaults(field.default_factory)
+      if dataclasses.is_dataclass(field.default_factory)
+      else field.default
+    )
+    for field in dataclasses.fields(cls)
+  }

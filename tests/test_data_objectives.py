@@ -7,6 +7,7 @@ import pytest
 
 from bert_jax.data import (
   default_corpus,
+  pretraining_config,
   pretraining_pipeline,
   sentence_pairs,
   text_corpus,
@@ -108,7 +109,7 @@ def test_none_is_the_actual_next_segment(corpus):
 
 
 def test_pipeline_objective_and_trainer_head():
-  config = pretraining_pipeline.PretrainingDataConfig(
+  config = pretraining_config.PretrainingDataConfig(
     max_seq_length=64, max_predictions_per_seq=10, objective="sop", masking="whole_word"
   )
   data = pretraining_pipeline.PretrainingData(config)
@@ -120,4 +121,4 @@ def test_pipeline_objective_and_trainer_head():
     config.data.objective = objective
     assert setup.make_task(settings_lib.settings_from_config(config)).use_nsp == use_nsp
   with pytest.raises(ValueError, match=r"data.objective is 'mlm'; choose one of"):
-    dataclasses.replace(pretraining_pipeline.PretrainingDataConfig(), objective="mlm")
+    dataclasses.replace(pretraining_config.PretrainingDataConfig(), objective="mlm")

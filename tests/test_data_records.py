@@ -11,6 +11,7 @@ import pytest
 from bert_jax.data import (
   default_corpus,
   full_sentences,
+  pretraining_config,
   pretraining_pipeline,
   record_format,
   text_corpus,
@@ -64,7 +65,7 @@ def read_all(pattern):
 
 
 def data_for(directory, **overrides):
-  config = pretraining_pipeline.PretrainingDataConfig(
+  config = pretraining_config.PretrainingDataConfig(
     tfrecord_pattern=os.path.join(directory, "train-*.tfrecord"),
     eval_tfrecord_pattern=os.path.join(directory, "eval-*.tfrecord"),
     max_seq_length=SEQ_LEN,

@@ -7,7 +7,13 @@ corpus, so the source is read exactly as a dataset made by `tfds build` would be
 import pytest
 
 from bert_jax import default_config
-from bert_jax.data import default_corpus, pretraining_pipeline, sentences, text_corpus
+from bert_jax.data import (
+  default_corpus,
+  pretraining_config,
+  pretraining_pipeline,
+  sentences,
+  text_corpus,
+)
 from bert_jax.errors import UserInputError
 from bert_jax.train import settings
 from tests import helpers
@@ -59,7 +65,7 @@ def corpus(tmp_path_factory):
 
 
 def make_data(**overrides):
-  config = pretraining_pipeline.PretrainingDataConfig(
+  config = pretraining_config.PretrainingDataConfig(
     max_seq_length=64, max_predictions_per_seq=10, eval_fraction=0.1, **overrides
   )
   return pretraining_pipeline.PretrainingData(config)

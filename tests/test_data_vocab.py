@@ -5,7 +5,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus, pretraining_pipeline, text_corpus, tokenization
+from bert_jax.data import (
+  default_corpus,
+  pretraining_config,
+  pretraining_pipeline,
+  text_corpus,
+  tokenization,
+)
 from bert_jax.tools import train_vocab
 
 
@@ -52,7 +58,7 @@ def test_sentencepiece_trains_loads_and_feeds_the_pipeline(text_path, tmp_path, 
   assert pieces[0].startswith("\u2581")
   continuation = tokenizer.is_continuation()
   assert not continuation[list(dataclasses.astuple(special))].any() and continuation.any()
-  config = pretraining_pipeline.PretrainingDataConfig(
+  config = pretraining_config.PretrainingDataConfig(
     corpus_paths=(text_path,),
     vocab_path=output,
     max_seq_length=64,

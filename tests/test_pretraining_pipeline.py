@@ -7,11 +7,11 @@ import logging
 import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus, pretraining_pipeline, text_corpus
+from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline, text_corpus
 
 SEQ_LEN = 32
 MAX_PREDICTIONS = 5
-CONFIG = pretraining_pipeline.PretrainingDataConfig(
+CONFIG = pretraining_config.PretrainingDataConfig(
   max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS
 )
 KEYS = (
@@ -226,21 +226,21 @@ def test_bad_batch_arguments(data):
 
 def test_bad_config_values():
   with pytest.raises(ValueError, match=r"max_seq_length is 4; a sentence pair needs at least 5"):
-    pretraining_pipeline.PretrainingDataConfig(max_seq_length=4)
+    pretraining_config.PretrainingDataConfig(max_seq_length=4)
   with pytest.raises(
     ValueError,
     match=r"max_predictions_per_seq is 40; it must be in \[1, "
     r"max_seq_length=32\]",
   ):
-    pretraining_pipeline.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=40)
+    pretraining_config.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=40)
   with pytest.raises(
     ValueError,
     match=r"data.masking is 'spans'; choose one of \['span', "
     r"'token', 'whole_word'\]",
   ):
-    pretraining_pipeline.PretrainingDataConfig(masking="spans")
+    pretraining_config.PretrainingDataConfig(masking="spans")
   with pytest.raises(ValueError, match=r"eval_fraction is 1.0"):
-    pretraining_pipeline.PretrainingDataConfig(eval_fraction=1.0)
+    pretraining_config.PretrainingDataConfig(eval_fraction=1.0)
 
 
 def test_bad_files(tmp_path, small_corpus_path):

@@ -18,6 +18,7 @@ import pytest
 
 from bert_jax.data import (
   default_corpus,
+  pretraining_config,
   pretraining_pipeline,
   record_format,
   text_corpus,
@@ -44,7 +45,7 @@ def _write_corpus(directory):
 
 
 def _records_config(directory):
-  return pretraining_pipeline.PretrainingDataConfig(
+  return pretraining_config.PretrainingDataConfig(
     tfrecord_pattern=f"{directory}/records/train-*.tfrecord",
     eval_tfrecord_pattern=f"{directory}/records/eval-*.tfrecord",
     vocab_path=f"{directory}/vocab.txt",

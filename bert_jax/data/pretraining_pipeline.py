@@ -21,20 +21,16 @@ Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_ma
 [b, P]; ``next_sentence_labels`` int32 [b] (0 = actual next, 1 = random).
 """
 
-import dataclasses
-
 import numpy as np
 from absl import logging
 
 from bert_jax import environment
 from bert_jax.data import (
-  default_corpus,
   masked_batches,
   masking,
   pretraining_examples,
   record_format,
   record_source,
-  sentence_pairs,
   text_corpus,
   tfds_source,
   tokenization,
@@ -47,113 +43,6 @@ tf = environment.import_tensorflow_for_data()
 SPLITS = ("train", "eval")
 # Steps whose unmasked examples the text source assembles at once (see `batches`).
 _STEPS_PER_CHUNK = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainingDataConfig:
-  """The data slice of a pretraining config.
-
-  Attributes:
-    corpus_paths: text files (or glob patterns) in the BERT format: one sentence per line,
-      blank lines between documents; ``.gz`` allowed. Empty: the embedded default corpus.
-    vocab_path: BERT ``vocab.txt`` or a SentencePiece ``.model``. Empty: the embedded default
-      vocab (8192 entries, uncased).
-    lowercase: uncased tokenisation (lowercase, strip accents); False for cased vocabs.
-    max_seq_length: L, [CLS] and [SEP]s included.
-    max_predictions_per_seq: P, masked-LM prediction slots per sequence.
-    mask_prob: share of tokens to predict.
-    short_seq_prob: probability of a shorter random target length per document.
-    eval_fraction: share of documents held out for the eval split (deterministic choice,
-      independent of the seed); 0 disables the eval split.
-    num_eval_examples: at most this many eval examples (a fixed sample); None keeps every pair
-      of the held-out documents. Either way the eval split is rounded down to whole global
-      batches.
-    masking: position strategy, a key of ``masking.POSITION_STRATEGIES``.
-    single_sentence_next: see ``sentence_pairs.sample_pair_spans``; False is BERT's exact
-      pairing (labels skewed towards "random"), True keeps them near 50/50.
-    objective: sentence-level objective next to masked LM: "nsp" (BERT), "sop" (ALBERT's
-      sentence order) or "none" (labels all 0; the trainer drops its NSP/SOP head).
-    span_geometric_p: ``masking="span"``: p of the geometric span length (SpanBERT: 0.2).
-    max_span_length: ``masking="span"``: longest span in words (SpanBERT: 10).
-    tfrecord_pattern: glob(s), comma-separated, of pre-tokenised TFRecord shards from
-      ``bert_jax.tools.create_pretraining_data``; when set they replace ``corpus_paths``
-      (``vocab_path`` must be the vocab they were made with).
-    eval_tfrecord_pattern: the eval shards of the same tool; empty = no eval split.
-    shuffle_buffer_size: TFRecord source: records in each process's shuffle buffer.
-    tfds_name: a locally prepared TFDS dataset (e.g. "wikipedia/20230601.en"); when set it
-      replaces ``corpus_paths``, each example's text being one document (see ``tfds_source``).
-    tfds_split: its split to read (slices such as "train[:10%]" allowed).
-    tfds_text_key: its string feature holding the document text.
-    tfds_data_dir: its TFDS data folder; empty = TFDS's default.
-    tfds_max_documents: read at most this many of its examples; 0 = all.
-  """
-
-  corpus_paths: tuple[str, ...] = ()
-  vocab_path: str = ""
-  lowercase: bool = True
-  max_seq_length: int = 128
-  max_predictions_per_seq: int = 20
-  mask_prob: float = 0.15
-  short_seq_prob: float = 0.1
-  eval_fraction: float = 0.05
-  num_eval_examples: int | None = None
-  masking: str = "token"
-  single_sentence_next: bool = True
-  objective: str = "nsp"
-  span_geometric_p: float = 0.2
-  max_span_length: int = 10
-  tfrecord_pattern: str = ""
-  eval_tfrecord_pattern: str = ""
-  shuffle_buffer_size: int = 10_000
-  tfds_name: str = ""
-  tfds_split: str = "train"
-  tfds_text_key: str = "text"
-  tfds_data_dir: str = ""
-  tfds_max_documents: int = 0
-
-  def __post_init__(self):
-    paths = self.corpus_paths
-    object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
-    sentence_pairs.check_max_seq_length(self.max_seq_length)
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-      raise UserInputError(
-        f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
-        f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)"
-      )
-    if not 0.0 < self.mask_prob <= 1.0:
-      raise UserInputError(f"data.mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
-    if not 0.0 <= self.eval_fraction < 1.0:
-      raise UserInputError(f"data.eval_fraction is {self.eval_fraction}; it must be in [0, 1)")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise UserInputError(f"data.short_seq_prob is {self.short_seq_prob}; it must be in [0, 1]")
-    if self.num_eval_examples is not None and self.num_eval_examples < 1:
-      raise UserInputError(
-        f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1"
-      )
-    if self.masking not in masking.POSITION_STRATEGIES:
-      raise UserInputError(
-        f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}"
-      )
-    if self.shuffle_buffer_size < 0:
-      raise UserInputError(
-        f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
-      )
-    if self.objective not in sentence_pairs.OBJECTIVES:
-      raise UserInputError(
-        f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}"
-      )
-    if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
-      raise UserInputError(
-        f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
-        f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)"
-      )
-    tfds_source.check_config(self)
-
-  def resolved_corpus_paths(self):
-    return self.corpus_paths or (default_corpus.default_corpus_path(),)
-
-  def resolved_vocab_path(self):
-    return self.vocab_path or default_corpus.default_vocab_path()
 
 
 class PretrainingData:

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bert_jax import names
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
@@ -17,6 +18,13 @@ MODEL_SIZES = {
   "large": (24, 1024, 16),
 }
 
+# The preset a config gets when it names no ``model.size``; ModelConfig's defaults are its sizes.
+DEFAULT_SIZE = "base"
+SIZE_HELP = (
+  f"{' | '.join(MODEL_SIZES)}: fills num_layers, hidden_size, num_heads (explicit keys win)."
+)
+_DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
+
 # "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
 ATTENTION_KINDS = ("dense", "fused", "splash", "auto", "lsh", "local")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
@@ -27,16 +35,22 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 class LshOptions:
   """Options of the ``lsh`` and ``local`` attention kinds (unused by dense kinds)."""
 
-  chunk_len: int = 64
-  n_hashes: int = 4
-  # Buckets per round: an even int (one rotation), a tuple of even factors (factorised, a * b
-  # buckets), or 0: 2 * seq_len // chunk_len, factorised above 256 (rule: lsh_hashing.py).
-  n_buckets: int | tuple = 0
-  n_chunks_before: int = 1
-  n_chunks_after: int = 0
-  causal: bool = False
-  mask_across_buckets: bool = False
-  dedup_correction: bool = True
+  chunk_len: int = option(64, help="data.max_seq_length must be a multiple of it.")
+  n_hashes: int = option(4, help="Hash rounds (lsh); more rounds approach full attention.")
+  # An even int (one random rotation), a tuple of even factors such as (16, 32) (trax's
+  # factorised hashing: 512 buckets from 8 + 16 rotations), or 0 for 2 * max_seq_length //
+  # chunk_len buckets, one rotation up to 256 buckets and two near-equal even factors above
+  # (512 -> (16, 32)), which keeps hashing linear in length (rule: lsh_hashing.py).
+  n_buckets: int | tuple = option(
+    0,
+    help="Buckets per round: even int, tuple of even factors, 0 = 2*L/chunk_len.",
+    config_type=object,
+  )
+  n_chunks_before: int = option(1, help="Earlier chunks each chunk also attends to.")
+  n_chunks_after: int = option(0, help="Later chunks each chunk also attends to.")
+  causal: bool = option(False, help="Forbid attending to later positions.")
+  mask_across_buckets: bool = option(False, help="lsh: forbid keys from other buckets.")
+  dedup_correction: bool = option(True, help="lsh: count a key seen in several rounds once.")
 
   def __post_init__(self):
     if self.chunk_len < 1:
@@ -72,30 +86,43 @@ class LshOptions:
 class ModelConfig:
   """Architecture of an encoder; defaults are BERT-base (Devlin et al. 2019)."""
 
-  # Which model family (`models/families.py`) builds the encoder and the pretraining model.
-  family: str = names.BERT
-  vocab_size: int = 30522
-  hidden_size: int = 768
-  num_layers: int = 12
-  num_heads: int = 12
-  intermediate_size: int = 3072
-  max_position_embeddings: int = 512
-  type_vocab_size: int = 2
-  hidden_dropout_rate: float = 0.1
-  attention_dropout_rate: float = 0.1
-  layer_norm_eps: float = 1e-12
-  initializer_range: float = 0.02
-  dtype: str = "float32"
-  attention_kind: str = "auto"
-  remat_policy: str = "none"
-  scan_layers: bool = False
-  # Reformer-style reversible residual layers (pre-LN; see models/reversible.py): activations
-  # are recomputed in the backward pass, so activation memory does not grow with depth.
-  reversible: bool = False
-  # Feed-forward applied to chunks of this many positions at a time (0 = whole sequence), so
-  # the [batch, length, intermediate] activation never exists for the whole length at once.
-  ffn_chunk_len: int = 0
-  lsh: LshOptions = LshOptions()
+  family: str = option(
+    names.BERT, help=f"Model family (models/families.py): {' | '.join(names.FAMILIES)}."
+  )
+  vocab_size: int = option(30522, help="Must equal the number of entries of the data's vocab.")
+  num_layers: int = option(_DEFAULT_LAYERS, help="Unset = from model.size.", from_preset=True)
+  hidden_size: int = option(_DEFAULT_HIDDEN, help="Unset = from model.size.", from_preset=True)
+  num_heads: int = option(_DEFAULT_HEADS, help="Unset = from model.size.", from_preset=True)
+  intermediate_size: int = option(
+    4 * _DEFAULT_HIDDEN, help="Feed-forward width; unset = 4 x hidden.", from_preset=True
+  )
+  max_position_embeddings: int = option(512, help="Longest sequence the model can take.")
+  type_vocab_size: int = option(2, help="Segment A / B.")
+  hidden_dropout_rate: float = option(0.1, help="Dropout on embeddings and residual branches.")
+  attention_dropout_rate: float = option(0.1, help="Dropout on attention probabilities.")
+  layer_norm_eps: float = option(1e-12, help="LayerNorm epsilon (BERT: 1e-12).")
+  initializer_range: float = option(0.02, help="Std of the truncated-normal weight init.")
+  dtype: str = option(
+    "float32", help=f"Compute dtype: {' | '.join(COMPUTE_DTYPES)} (params stay float32)."
+  )
+  attention_kind: str = option(
+    "auto",
+    help="dense | fused | splash (Pallas TPU) | auto (splash on TPU when L % 128 == 0 and "
+    "attention dropout is 0, else dense) | lsh | local.",
+  )
+  remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")
+  scan_layers: bool = option(False, help="One scanned layer body: faster compiles when deep.")
+  reversible: bool = option(
+    False,
+    help="Reformer reversible residual layers (pre-LN): the backward pass recomputes "
+    "activations, memory flat in depth; needs remat_policy none.",
+  )
+  ffn_chunk_len: int = option(
+    0, help="Feed-forward over chunks of this many positions; 0 = unchunked."
+  )
+  lsh: LshOptions = option(
+    default_factory=LshOptions, help="Options of the lsh and local attention kinds."
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:

@@ -14,10 +14,33 @@ import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh
 
+from bert_jax import names
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
-MESH_AXES = ("data", "fsdp", "tensor")
+MESH_AXES = names.MESH_AXES
 DCN_AXES = tuple(f"dcn_{axis}" for axis in MESH_AXES)
+_DATA_FSDP = (names.DATA, names.FSDP)
+
+# Logical axis -> mesh axes. Params: FSDP shards the embed dimension, tensor parallelism the
+# heads / mlp / vocab dimensions (Megatron style). Activations: batch over data + fsdp.
+DEFAULT_LOGICAL_AXIS_RULES = (
+  (names.ACTIVATION_BATCH, _DATA_FSDP),
+  (names.ACTIVATION_LENGTH, None),
+  (names.ACTIVATION_EMBED, None),
+  (names.ACTIVATION_HEADS, names.TENSOR),
+  (names.ACTIVATION_MLP, names.TENSOR),
+  (names.EMBED, names.FSDP),
+  (names.VOCAB, names.TENSOR),
+  (names.HEADS, names.TENSOR),
+  (names.MLP, names.TENSOR),
+  (names.KV, None),
+  (names.NORM, None),
+  (names.POSITIONS, None),
+  (names.TOKEN_TYPES, None),
+  (names.CLASSES, None),
+  (names.LAYERS, None),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,24 +52,28 @@ class MeshConfig:
   slices without further settings and a single slice is unaffected.
   """
 
-  data: int = -1
-  fsdp: int = 1
-  tensor: int = 1
-  dcn_data: int = -1
-  dcn_fsdp: int = 1
-  dcn_tensor: int = 1
-  logical_axis_rules: tuple = ()
+  data: int = option(-1, help="Data-parallel ways within a slice; -1 = the devices left over.")
+  fsdp: int = option(1, help="Fully-sharded data-parallel ways (params sharded on embed).")
+  tensor: int = option(1, help="Tensor-parallel ways (heads, mlp, vocab).")
+  dcn_data: int = option(
+    -1, help="Data parallelism across slices (multi-slice TPU); -1 = the slices left over."
+  )
+  dcn_fsdp: int = option(1, help="FSDP ways across slices.")
+  dcn_tensor: int = option(1, help="Tensor-parallel ways across slices.")
+  logical_axis_rules: tuple = option(
+    DEFAULT_LOGICAL_AXIS_RULES, help="Logical axis -> mesh axes (None = replicated)."
+  )
 
   def __post_init__(self):
-    for names, sizes in ((MESH_AXES, self.ici), (DCN_AXES, self.dcn)):
-      bad = [f"mesh.{n}={s}" for n, s in zip(names, sizes) if s == 0 or s < -1]
+    for axes, sizes in ((MESH_AXES, self.ici), (DCN_AXES, self.dcn)):
+      bad = [f"mesh.{n}={s}" for n, s in zip(axes, sizes) if s == 0 or s < -1]
       if bad:
         raise UserInputError(
           f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the rest of the devices"
         )
       if sizes.count(-1) > 1:
         raise UserInputError(
-          f"{_shown(names, sizes)} has more than one -1; let at most one axis take the rest"
+          f"{_shown(axes, sizes)} has more than one -1; let at most one axis take the rest"
         )
 
   @property

@@ -2,8 +2,9 @@
 multiple_choice), built once at the settings boundary from the config's ``data`` section.
 
 One dataclass serves the four task types: the common keys say where the examples are and how
-they are tokenised; each task reads its own keys below and ignores the others. Every key is
-documented with its default in `bert_jax.default_config.finetune_config`.
+they are tokenised; each task reads its own keys below and ignores the others. Every key's
+default and description are declared here; `bert_jax.default_config.finetune_config` builds
+the ConfigDict's ``data`` section from them.
 """
 
 import dataclasses
@@ -15,83 +16,68 @@ from bert_jax.tasks.classification import reader as glue
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneDataConfig:
-  """Where a fine-tuning task's examples come from and how they become features.
+  """Where a fine-tuning task's examples come from and how they become features."""
 
-  Attributes:
-    train_path: local train file (GLUE TSV / CSV, SQuAD JSON, CoNLL columns, SWAG CSV).
-    eval_path: local eval file of the same format.
-    test_path: classification: an unlabelled test file (GLUE's test.tsv: an ``index`` column
-      and the sentences; a custom CSV/TSV: its sentence columns, ``index`` optional) whose
-      predictions the run writes to ``<workdir>/predictions/`` at the end of training, in the
-      GLUE leaderboard's format; empty = none.
-    write_eval_predictions: classification: also write the eval rows' predictions at every
-      eval, to ``<workdir>/predictions/dev/`` (span_qa always writes its prediction files).
-    tfds_name: a locally prepared TFDS dataset ("glue/mrpc", "squad/v1.1", "conll2003");
-      set = it replaces the local files. Never downloaded.
-    tfds_data_dir: its TFDS data folder; empty = TFDS's default (TFDS_DATA_DIR).
-    tfds_train_split: its split to train on (slices such as "train[:10%]" allowed).
-    tfds_eval_split: its split to evaluate on ("validation"; GLUE MNLI:
-      "validation_matched" / "validation_mismatched").
-    vocab_path: WordPiece vocab.txt or SentencePiece .model; empty = the init_from directory's
-      vocab.txt, else the vocab its config.json names, else the embedded default vocab.
-    lowercase: uncased tokenisation (lowercase, strip accents); False for cased models.
-    max_seq_length: tokens per sequence, [CLS] and [SEP]s included.
-    max_train_examples: read at most this many train examples (the first ones); 0 = all.
-    max_eval_examples: read at most this many eval examples (the first ones); 0 = all.
-    glue_task: classification: a GLUE task (`bert_jax.data.glue.GLUE_TASKS`), which fixes the
-      file layout, the labels and the metrics; empty = a custom file described by the three
-      ``*_column`` keys and ``label_names``.
-    text_a_column: classification, custom file: header name of the first sentence.
-    text_b_column: classification, custom file: header name of the second sentence; empty =
-      single sentences.
-    label_column: classification, custom file: header name of the label.
-    label_names: classification, custom file: the label values in id order (empty =
-      regression on a float label); tagging: the tag set in id order (empty = the tags of the
-      train data, sorted).
-    conll_label_column: tagging: column of the tag in CoNLL files (-1 = last).
-    doc_stride: span_qa and tagging: sub-words between the starts of consecutive windows over
-      a document or sentence too long for one sequence (BERT SQuAD: 128).
-    max_query_length: span_qa: question tokens kept (BERT: 64).
-    n_best_size: span_qa: start and end candidates considered per window (BERT: 20).
-    max_answer_length: span_qa: longest answer in tokens (BERT: 30).
-    version_2_with_negative: span_qa: SQuAD v2.0 (questions may have no answer).
-    null_score_diff_threshold: span_qa, v2.0: predict "no answer" when its score exceeds the
-      best span's by more than this.
-    num_choices: multiple_choice: endings per example (SWAG: 4).
-  """
-
-  train_path: str = ""
-  eval_path: str = ""
+  train_path: str = option(
+    "", help="Local train file: GLUE TSV / CSV, SQuAD JSON, CoNLL columns or SWAG CSV."
+  )
+  eval_path: str = option("", help="Local eval file of the same format (GLUE: dev.tsv).")
   test_path: str = option(
     "",
-    help="classification: unlabelled test file (GLUE test.tsv) "
-    "predicted at the end of training into <workdir>/predictions/",
+    help="classification: unlabelled test file (GLUE test.tsv) predicted at the end of "
+    "training into <workdir>/predictions/<TASK>.tsv in the leaderboard's format.",
   )
   write_eval_predictions: bool = option(
-    False, help="classification: also write eval predictions to <workdir>/predictions/dev/"
+    False, help="classification: also write eval predictions to <workdir>/predictions/dev/."
   )
-  tfds_name: str = ""
-  tfds_data_dir: str = ""
-  tfds_train_split: str = "train"
-  tfds_eval_split: str = "validation"
-  vocab_path: str = ""
-  lowercase: bool = True
-  max_seq_length: int = 128
-  max_train_examples: int = 0
-  max_eval_examples: int = 0
-  glue_task: str = ""
-  text_a_column: str = ""
-  text_b_column: str = ""
-  label_column: str = ""
-  label_names: tuple[str, ...] = ()
-  conll_label_column: int = -1
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  version_2_with_negative: bool = False
-  null_score_diff_threshold: float = 0.0
-  num_choices: int = 4
+  tfds_name: str = option(
+    "",
+    help='A TFDS dataset prepared locally ("glue/mrpc", "squad/v1.1", "conll2003"); set = it '
+    "replaces the files. Never downloaded.",
+  )
+  tfds_data_dir: str = option("", help="Its TFDS data folder; empty = TFDS_DATA_DIR.")
+  tfds_train_split: str = option("train", help='Its split to train on ("train[:10%]" allowed).')
+  tfds_eval_split: str = option(
+    "validation", help="Its eval split (MNLI: validation_matched / validation_mismatched)."
+  )
+  vocab_path: str = option(
+    "",
+    help="Empty = init_from's vocab.txt, else the vocab its config.json names, else the "
+    "embedded one.",
+  )
+  lowercase: bool = option(True, help="Uncased tokenisation; False for cased vocabs.")
+  max_seq_length: int = option(128, help="Tokens per sequence, [CLS] and [SEP]s included.")
+  max_train_examples: int = option(0, help="Read at most this many train examples; 0 = all.")
+  max_eval_examples: int = option(0, help="Read at most this many eval examples; 0 = all.")
+  glue_task: str = option(
+    "",
+    help="classification: a GLUE task (cola sst2 mrpc qqp stsb mnli mnli_mismatched qnli rte "
+    "wnli) fixing layout, labels and metrics; empty = a custom CSV/TSV with a header.",
+  )
+  text_a_column: str = option("", help="Custom file: header name of the first sentence.")
+  text_b_column: str = option(
+    "", help="Custom file: header name of the second sentence; empty = single sentences."
+  )
+  label_column: str = option("", help="Custom file: header name of the label.")
+  label_names: tuple[str, ...] = option(
+    (),
+    help="Custom classification file: label values in id order (empty = regression on a "
+    "float label); tagging: the tag set in id order (empty = the train data's tags, sorted).",
+  )
+  conll_label_column: int = option(-1, help="tagging: CoNLL column holding the tag (-1 = last).")
+  doc_stride: int = option(
+    128, help="span_qa / tagging: sub-words between starts of overlapping windows."
+  )
+  max_query_length: int = option(64, help="span_qa: question tokens kept.")
+  n_best_size: int = option(20, help="span_qa: start/end candidates per window.")
+  max_answer_length: int = option(30, help="span_qa: longest answer, in tokens.")
+  version_2_with_negative: bool = option(
+    False, help="span_qa: SQuAD v2.0 (questions may have no answer)."
+  )
+  null_score_diff_threshold: float = option(
+    0.0, help='span_qa v2.0: "no answer" when its score beats the best span by more than this.'
+  )
+  num_choices: int = option(4, help="multiple_choice: endings per example (SWAG: 4).")
 
   def __post_init__(self):
     names = self.label_names

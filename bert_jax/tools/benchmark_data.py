@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from bert_jax.data import default_corpus, pretraining_pipeline
+from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline
 from bert_jax.tools import create_pretraining_data
 
 
@@ -63,7 +63,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   with tempfile.TemporaryDirectory() as directory:
     pattern = args.tfrecord_pattern or _write_default_records(directory, args.max_seq_length)
-    config = pretraining_pipeline.PretrainingDataConfig(
+    config = pretraining_config.PretrainingDataConfig(
       tfrecord_pattern=pattern,
       vocab_path=args.vocab,
       max_seq_length=args.max_seq_length,

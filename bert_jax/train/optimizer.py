@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -17,14 +18,14 @@ _DECAYED_PARAM_NAMES = ("kernel", "embedding")
 class OptimizerConfig:
   """Optimizer hyper-parameters; defaults are the BERT paper's pretraining recipe."""
 
-  name: str = "adamw"
-  learning_rate: float = 1e-4
-  warmup_steps: int = 10_000
-  weight_decay: float = 0.01
-  b1: float = 0.9
-  b2: float = 0.999
-  eps: float = 1e-6
-  max_grad_norm: float = 1.0
+  name: str = option("adamw", help=f"{' | '.join(OPTIMIZERS)}.")
+  learning_rate: float = option(1e-4, help="Peak learning rate, after warmup.")
+  warmup_steps: int = option(10_000, help="Linear warmup, then linear decay to 0.")
+  weight_decay: float = option(0.01, help="Decoupled weight decay; not on LayerNorm or biases.")
+  b1: float = option(0.9, help="Adam / LAMB first-moment decay.")
+  b2: float = option(0.999, help="Adam / LAMB second-moment decay (RoBERTa: 0.98).")
+  eps: float = option(1e-6, help="Adam / LAMB epsilon.")
+  max_grad_norm: float = option(1.0, help="Global-norm gradient clipping; 0 disables.")
 
   def __post_init__(self):
     if self.name not in OPTIMIZERS:

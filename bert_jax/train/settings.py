@@ -9,38 +9,54 @@ from typing import Any
 
 import ml_collections
 
-from bert_jax.data.pretraining_pipeline import PretrainingDataConfig
+from bert_jax import names
+from bert_jax.config_fields import option
+from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 
-TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice")
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
   """Top-level keys of the config: what the train loop itself needs."""
 
-  task: str = "pretraining"
-  seed: int = 0
-  num_train_steps: int = 1000
-  # > 0: num_train_steps = ceil(epochs * train examples / global_batch_size) (fine-tuning).
-  num_train_epochs: float = 0.0
-  # > 0: optimizer.warmup_steps = round(warmup_fraction * num_train_steps).
-  warmup_fraction: float = 0.0
-  global_batch_size: int = 32
-  gradient_accumulation_steps: int = 1
-  log_every_steps: int = 50
-  eval_every_steps: int = 500
-  checkpoint_every_steps: int = 500
-  max_checkpoints_to_keep: int = 3
-  init_from: str = ""
-  freeze_encoder: bool = False  # Train only the task head; the "bert" trunk stays as restored.
-  peak_flops_per_device: float = 0.0
-  profile_start_step: int = 10  # Profiler trace from this state.step (train/profiling.py) ...
-  profile_num_steps: int = 0  # ... for this many updates; 0 = no trace.
+  task: str = option(names.PRETRAINING, help=f"What main runs: {' | '.join(names.TASKS)}.")
+  seed: int = option(0, help="Params init, dropout and data order all derive from it.")
+  num_train_steps: int = option(1_000_000, help="Optimizer updates.")
+  num_train_epochs: float = option(
+    0.0, help="Fine-tuning: > 0 replaces num_train_steps by ceil(epochs * train examples / batch)."
+  )
+  warmup_fraction: float = option(
+    0.0, help="> 0 replaces optimizer.warmup_steps by round(warmup_fraction * num_train_steps)."
+  )
+  global_batch_size: int = option(256, help="Sequences per update, over all hosts and devices.")
+  gradient_accumulation_steps: int = option(
+    1, help="Micro-batches per update (the same update, less memory)."
+  )
+  log_every_steps: int = option(
+    100, help="Train metrics to the console, metrics.jsonl and TensorBoard."
+  )
+  eval_every_steps: int = option(10_000, help="Eval over the held-out split (and at the end).")
+  checkpoint_every_steps: int = option(
+    10_000, help="Orbax save interval (and at the end / on SIGTERM)."
+  )
+  max_checkpoints_to_keep: int = option(3, help="Older checkpoints are deleted.")
+  init_from: str = option(
+    "", help="Fine-tuning: a workdir, checkpoint or converted weights to take the encoder from."
+  )
+  freeze_encoder: bool = option(
+    False, help="Fine-tuning: train the task head only; the trunk stays as restored."
+  )
+  peak_flops_per_device: float = option(
+    0.0, help="For MFU; 0 = from the device kind (measured on CPU)."
+  )
+  profile_start_step: int = option(
+    10, help="Profiler trace (process 0) into <workdir>/profile from this state.step on."
+  )
+  profile_num_steps: int = option(0, help="Updates the profiler traces; 0 = no trace.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +88,8 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
   """Converts and validates the whole config; raises `UserInputError` on the first problem."""
   values = _plain(config)
   task = values.get("task", TrainerConfig.task)
-  if task not in TASKS:
-    raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(TASKS)}")
+  if task not in names.TASKS:
+    raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(names.TASKS)}")
   model = model_config_from_dict(values.pop("model", {}))
   data_class = PretrainingDataConfig if task == "pretraining" else FinetuneDataConfig
   data = _section(data_class, dict(values.pop("data", {})), "data")

@@ -1,0 +1,117 @@
+"""The data slice of a pretraining config, built once at the settings boundary.
+
+Every key's default and description are declared here (`bert_jax.config_fields.option`);
+`bert_jax.default_config` builds the ConfigDict's ``data`` section from them.
+"""
+
+import dataclasses
+
+from bert_jax.config_fields import option
+from bert_jax.data import default_corpus, masking, sentence_pairs, tfds_source
+from bert_jax.errors import UserInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+  """The data slice of a pretraining config: where the text is and how it becomes examples."""
+
+  corpus_paths: tuple[str, ...] = option(
+    (),
+    help="Text files or globs (sentence per line, blank line between documents, .gz allowed); "
+    "empty = the embedded English Wikipedia sample.",
+  )
+  vocab_path: str = option(
+    "", help="WordPiece vocab.txt or SentencePiece .model; empty = the embedded 8192 vocab."
+  )
+  lowercase: bool = option(True, help="Uncased tokenisation; False for cased vocabs.")
+  max_seq_length: int = option(128, help="Tokens per sequence, [CLS] and [SEP]s included.")
+  max_predictions_per_seq: int = option(
+    20, help="Masked-LM prediction slots per sequence (BERT: 20 at length 128, 80 at 512)."
+  )
+  mask_prob: float = option(0.15, help="Share of tokens chosen for MLM.")
+  short_seq_prob: float = option(0.1, help="Share of sequences made shorter than the maximum.")
+  eval_fraction: float = option(
+    0.05, help="Share of documents held out for eval (independent of the seed); 0 = none."
+  )
+  num_eval_examples: int | None = option(
+    None,
+    help="Eval examples (a fixed sample; unset = every held-out pair), rounded down to whole "
+    "global batches.",
+    config_type=int,
+  )
+  masking: str = option(
+    "token", help="token (BERT) | whole_word (all pieces of a word) | span (SpanBERT)."
+  )
+  single_sentence_next: bool = option(
+    True,
+    help="True keeps NSP labels near 50/50; False is BERT's exact pairing (skewed to random).",
+  )
+  objective: str = option(
+    "nsp",
+    help="Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only; "
+    "the sentence head is dropped).",
+  )
+  span_geometric_p: float = option(
+    0.2, help="span: span length in words ~ Geometric(p) (SpanBERT: 0.2)."
+  )
+  max_span_length: int = option(10, help="span: spans clipped to this many words (SpanBERT: 10).")
+  tfrecord_pattern: str = option(
+    "",
+    help="Comma-separated globs of tools/create_pretraining_data TFRecords; set = they replace "
+    "corpus_paths (vocab_path must be their vocab).",
+  )
+  eval_tfrecord_pattern: str = option("", help="Its eval-*.tfrecord shards; empty = no eval.")
+  shuffle_buffer_size: int = option(10_000, help="TFRecords: records per process's shuffle buffer.")
+  tfds_name: str = option(
+    "",
+    help="A TFDS text dataset prepared locally (e.g. wikipedia/20230601.en); set = it replaces "
+    "corpus_paths, one example = one document. Never downloaded.",
+  )
+  tfds_split: str = option("train", help='Its split ("train[:10%]" slices allowed).')
+  tfds_text_key: str = option("text", help="Its string feature holding each document's text.")
+  tfds_data_dir: str = option("", help="Its TFDS data folder; empty = TFDS_DATA_DIR.")
+  tfds_max_documents: int = option(0, help="Read at most this many documents; 0 = all.")
+
+  def __post_init__(self):
+    paths = self.corpus_paths
+    object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
+    sentence_pairs.check_max_seq_length(self.max_seq_length)
+    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+      raise UserInputError(
+        f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
+        f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)"
+      )
+    if not 0.0 < self.mask_prob <= 1.0:
+      raise UserInputError(f"data.mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
+    if not 0.0 <= self.eval_fraction < 1.0:
+      raise UserInputError(f"data.eval_fraction is {self.eval_fraction}; it must be in [0, 1)")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise UserInputError(f"data.short_seq_prob is {self.short_seq_prob}; it must be in [0, 1]")
+    if self.num_eval_examples is not None and self.num_eval_examples < 1:
+      raise UserInputError(
+        f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1"
+      )
+    if self.masking not in masking.POSITION_STRATEGIES:
+      raise UserInputError(
+        f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}"
+      )
+    if self.shuffle_buffer_size < 0:
+      raise UserInputError(
+        f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
+      )
+    if self.objective not in sentence_pairs.OBJECTIVES:
+      raise UserInputError(
+        f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}"
+      )
+    if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
+      raise UserInputError(
+        f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "
+        f"data.max_span_length={self.max_span_length} at least 1 (SpanBERT: 0.2 and 10)"
+      )
+    tfds_source.check_config(self)
+
+  def resolved_corpus_paths(self):
+    return self.corpus_paths or (default_corpus.default_corpus_path(),)
+
+  def resolved_vocab_path(self):
+    return self.vocab_path or default_corpus.default_vocab_path()
