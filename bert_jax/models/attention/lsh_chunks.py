@@ -30,7 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bert_jax.models.attention import masks
+from bert_jax.models.attention import lsh_ring, masks
 from bert_jax.models.attention.lsh_hashing import NORM_EPSILON
 
 # Chunks per loop step are chosen so a step's [.., K, Q] logits hold about this many values
@@ -63,33 +63,6 @@ class ChunkSpec(NamedTuple):
   @property
   def window(self):
     return self.n_chunks_before + 1 + self.n_chunks_after
-
-
-def _pad_ring(x_BHS, spec):
-  """x with the slots of the chunks before its first and after its last chunk (cyclically) added.
-
-  Row p of the result is slot (p - front) mod S, front = n_chunks_before * chunk_len; built
-  from whole copies of x and one slice, which XLA fuses into a single copy.
-  """
-  n_slots = x_BHS.shape[2]
-  front = spec.n_chunks_before * spec.chunk_len
-  back = spec.n_chunks_after * spec.chunk_len
-  laps_front, laps_back = -(-front // n_slots), -(-back // n_slots)
-  tiled_BHT = jnp.concatenate([x_BHS] * (laps_front + 1 + laps_back), axis=2)
-  start = laps_front * n_slots - front
-  return jax.lax.slice_in_dim(tiled_BHT, start, start + front + n_slots + back, axis=2)
-
-
-def _fold_ring(x_BHP, n_slots, spec):
-  """Transpose of `_pad_ring`: sums the rows that are copies of one slot."""
-  front = spec.n_chunks_before * spec.chunk_len
-  laps_front = -(-front // n_slots)
-  start = laps_front * n_slots - front
-  n_laps = -(-(start + x_BHP.shape[2]) // n_slots)
-  pad = [(0, 0)] * x_BHP.ndim
-  pad[2] = (start, n_laps * n_slots - start - x_BHP.shape[2])
-  laps_BHLS = jnp.pad(x_BHP, pad).reshape(x_BHP.shape[:2] + (n_laps, n_slots) + x_BHP.shape[3:])
-  return sum(laps_BHLS[:, :, lap] for lap in range(1, n_laps)) + laps_BHLS[:, :, 0]
 
 
 class _Block:
@@ -252,13 +225,13 @@ def _chunks_per_step(n_chunks, batch_heads, spec):
 def _prepare(query_BHSD, value_BHSD, slots_BHS, spec):
   """Ring-pads the loop inputs and adds each query's window chunks for duplicate counting."""
   n_chunks = query_BHSD.shape[2] // spec.chunk_len
-  query_BHPD = _pad_ring(query_BHSD, spec)
+  query_BHPD = lsh_ring.pad_ring(query_BHSD, spec)
   query32_BHPD = query_BHPD.astype(jnp.float32)
   # A dot product: XLA:CPU reduces it much faster than a multiply and a sum.
   inv_norm_BHP = jax.lax.rsqrt(
     jnp.einsum("bhpd,bhpd->bhp", query32_BHPD, query32_BHPD) + NORM_EPSILON
   )
-  slots_BHP = {name: _pad_ring(x, spec) for name, x in slots_BHS.items()}
+  slots_BHP = {name: lsh_ring.pad_ring(x, spec) for name, x in slots_BHS.items()}
   query_slots_BHP = dict(slots_BHP)
   if spec.round_shifts:
     # Computed per slot here: left to the loop, XLA would redo the modulo for every logit.
@@ -268,7 +241,7 @@ def _prepare(query_BHSD, value_BHSD, slots_BHS, spec):
         query_slots_BHP[f"target{n}_{t}"] = (slots_BHP[f"loc{n}"] + offset) % n_chunks
   key_slots_BHP = dict(slots_BHP, seg=jnp.where(slots_BHP["seg"] != 0, slots_BHP["seg"], -1))
   return _Inputs(
-    query_BHPD, _pad_ring(value_BHSD, spec), inv_norm_BHP, query_slots_BHP, key_slots_BHP
+    query_BHPD, lsh_ring.pad_ring(value_BHSD, spec), inv_norm_BHP, query_slots_BHP, key_slots_BHP
   )
 
 
@@ -409,8 +382,8 @@ def _attend_chunks_bwd(spec, residuals, cotangents):
   grad_query_BHPD, grad_value_BHPD = jax.lax.fori_loop(0, n_steps, step, init)
   n_slots = out_BHSD.shape[2]
   return (
-    _fold_ring(grad_query_BHPD, n_slots, spec).astype(dtype),
-    _fold_ring(grad_value_BHPD, n_slots, spec).astype(value_dtype),
+    lsh_ring.fold_ring(grad_query_BHPD, n_slots, spec).astype(dtype),
+    lsh_ring.fold_ring(grad_value_BHPD, n_slots, spec).astype(value_dtype),
     None,
   )
 
