@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bert_jax.default_config import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.errors import UserInputError
 from bert_jax.models.attention import dense, splash
 from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.models.config import ModelConfig
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import topologies
+from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.train import setup
 
 # 384 = three of the kernel's 128-position blocks, so documents span and end inside blocks.
