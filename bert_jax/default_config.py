@@ -31,7 +31,8 @@ DEFAULT_LOGICAL_AXIS_RULES = (
 def base_config() -> ml_collections.ConfigDict:
   """The defaults: BERT-base pretraining as in the paper, on the embedded corpus."""
   config = ml_collections.ConfigDict()
-  # What main runs: pretraining | classification | tagging | span_qa | multiple_choice.
+  # What main runs: pretraining | classification | tagging | span_qa | multiple_choice |
+  # distillation.
   config.task = "pretraining"
   config.seed = 0  # Params init, dropout and data order all derive from it.
   config.num_train_steps = 1_000_000  # Optimizer updates.
@@ -133,6 +134,16 @@ def base_config() -> ml_collections.ConfigDict:
   config.optimizer.b2 = 0.999
   config.optimizer.eps = 1e-6
   config.optimizer.max_grad_norm = 1.0  # Global-norm clipping; 0 disables.
+
+  # task=distillation (tasks/distillation.py): the frozen teacher and the loss weights.
+  config.distillation = ml_collections.ConfigDict()
+  config.distillation.teacher = ""  # A bert_jax workdir or a converted HF model (convert).
+  config.distillation.temperature = 2.0  # Softmax temperature T of the soft targets.
+  config.distillation.soft_weight = 5.0  # alpha: T^2 x soft cross-entropy (masked positions).
+  config.distillation.mlm_weight = 2.0  # beta: masked-LM cross-entropy.
+  config.distillation.cosine_weight = 1.0  # gamma: 1 - cosine of last hidden states.
+  # every_other_layer: student layer i <- teacher layer 2i (+ embeddings, MLM head); scratch.
+  config.distillation.student_init = "every_other_layer"
 
   config.mesh = ml_collections.ConfigDict()
   # Within a slice (ICI): devices per mesh axis; -1 = all devices of the slice left over.
