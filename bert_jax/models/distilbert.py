@@ -68,7 +68,11 @@ class DistilBertEncoder(nn.Module):
     position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
     x_BLD = self.embeddings(input_ids_BL, position_ids_BL)
     x_BLD = self.encoder(x_BLD, input_mask_BL)
-    if not self.with_pooler:
+    # Pretrained DistilBERT checkpoints hold no pooler: without its params (tools/embed on such
+    # a checkpoint) the pooled output is None; initialisation and fine-tuning create it.
+    if not self.with_pooler or not (
+      self.is_initializing() or self.has_variable("params", "pooler")
+    ):
       return x_BLD, None
     # ReLU, not BERT's tanh: Hugging Face's DistilBERT pre-classifier.
     return x_BLD, nn.relu(self.pooler(x_BLD[:, 0]))
