@@ -20,6 +20,7 @@ from bert_jax import config_fields
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.models import config as model_config
 from bert_jax.parallel.mesh import MeshConfig
+from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 from bert_jax.train.settings import TrainerConfig
@@ -30,6 +31,7 @@ SECTIONS = {
   "data": PretrainingDataConfig,
   "optimizer": OptimizerConfig,
   "mesh": MeshConfig,
+  "distillation": DistillationConfig,  # task=distillation only.
 }
 
 

@@ -41,3 +41,11 @@ TASKS = (PRETRAINING,) + FINETUNING_TASKS
 # Model families (`config.model.family`).
 BERT = "bert"
 FAMILIES = (BERT,)
+
+# DistilBERT (Sanh et al. 2019): the family, and the task that distils a teacher into a student.
+DISTILBERT = "distilbert"
+FAMILIES = FAMILIES + (DISTILBERT,)
+DISTILLATION = "distillation"
+TASKS = TASKS + (DISTILLATION,)
+# Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
+PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)

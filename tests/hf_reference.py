@@ -22,10 +22,31 @@ def random_bert(transformers, torch, *, kind="pretraining", seed=0, **config_kwa
   model_class = (
     transformers.BertForPreTraining if kind == "pretraining" else (transformers.BertModel)
   )
-  model = model_class(config).eval()
+  return _randomised(torch, model_class(config).eval())
+
+
+def random_distilbert(transformers, torch, *, kind="mlm", seed=0, **config_kwargs):
+  """A ``DistilBertForMaskedLM`` (or ``DistilBertModel`` for kind="model"), random, eval mode.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    kind: "mlm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.DistilBertConfig` fields.
+  """
+  config = transformers.DistilBertConfig(attn_implementation="eager", **config_kwargs)
+  torch.manual_seed(seed)
+  model_class = (
+    transformers.DistilBertForMaskedLM if kind == "mlm" else transformers.DistilBertModel
+  )
+  return _randomised(torch, model_class(config).eval())
+
+
+def _randomised(torch, model):
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
-      centre = 1.0 if name.endswith("LayerNorm.weight") else 0.0
+      centre = 1.0 if name.endswith(("LayerNorm.weight", "layer_norm.weight")) else 0.0
       parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
   return model
 
@@ -43,13 +64,16 @@ def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
 
 def torch_outputs(torch, model, input_ids, token_types, mask):
   """The model's outputs on numpy inputs, as numpy: hidden states, attentions, logits."""
+  segments = {}
+  if model.config.model_type == "bert":  # DistilBERT has no token types.
+    segments["token_type_ids"] = torch.from_numpy(token_types.astype(np.int64))
   with torch.no_grad():
     outputs = model(
       input_ids=torch.from_numpy(input_ids.astype(np.int64)),
-      token_type_ids=torch.from_numpy(token_types.astype(np.int64)),
       attention_mask=torch.from_numpy(mask.astype(np.int64)),
       output_hidden_states=True,
       output_attentions=True,
+      **segments,
     )
   result = {
     "hidden_states": [h.numpy() for h in outputs.hidden_states],
@@ -60,4 +84,6 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
       mlm_logits=outputs.prediction_logits.numpy(),
       nsp_logits=outputs.seq_relationship_logits.numpy(),
     )
+  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM
+    result["mlm_logits"] = outputs.logits.numpy()
   return result

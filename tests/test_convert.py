@@ -12,8 +12,10 @@ import pytest
 
 from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
+from bert_jax.models import families
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.distilbert import DistilBertEncoder
 from bert_jax.models.interop import weight_table
 from bert_jax.tools import convert, workdir_params
 from bert_jax.train.loop import train_and_evaluate
@@ -45,6 +47,27 @@ SIZES = {
     "layer_norm_eps": 1e-6,
   },
 }
+# DistilBERT of two sizes and vocabs ("e" saved as pytorch_model.bin, projector repeated), and
+# "f", a DistilBertModel (no prefix, no head).
+DISTILBERT_SIZES = {
+  "d": {
+    "vocab_size": 173,
+    "dim": 48,
+    "n_layers": 3,
+    "n_heads": 4,
+    "hidden_dim": 72,
+    "max_position_embeddings": 32,
+  },
+  "e": {
+    "vocab_size": 89,
+    "dim": 36,
+    "n_layers": 2,
+    "n_heads": 3,
+    "hidden_dim": 60,
+    "max_position_embeddings": 20,
+  },
+}
+DISTILBERT_KINDS = {"d": ("d", "mlm"), "e": ("e", "mlm"), "f": ("d", "model")}
 VOCAB_A = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(206)]
 
 
@@ -57,10 +80,14 @@ def converted(tmp_path_factory):
     "b": hf_reference.random_bert(transformers, torch, seed=2, **SIZES["b"]),
     "c": hf_reference.random_bert(transformers, torch, kind="model", seed=3, **SIZES["a"]),
   }
+  for seed, (name, (size, kind)) in enumerate(DISTILBERT_KINDS.items(), start=6):
+    models[name] = hf_reference.random_distilbert(
+      transformers, torch, kind=kind, seed=seed, **DISTILBERT_SIZES[size]
+    )
   result = {}
   for name, model in models.items():
     hf_dir, workdir = root / f"hf_{name}", root / f"workdir_{name}"
-    model.save_pretrained(hf_dir, safe_serialization=name != "b")
+    model.save_pretrained(hf_dir, safe_serialization=name not in ("b", "e"))
     if name == "a":
       (hf_dir / "vocab.txt").write_text("\n".join(VOCAB_A) + "\n")
       (hf_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
@@ -114,15 +141,20 @@ def test_bert_model_checkpoint_without_prefix_or_heads(converted):
   np.testing.assert_allclose(pooled, reference.pooler_output.numpy(), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["a", "b", "c"])
+@pytest.mark.parametrize("name", ["a", "b", "c", "d", "e", "f"])
 def test_round_trip_gives_identical_tensors(converted, name, tmp_path):
   model, _, workdir = converted[name]
   assert convert.main(["convert", "--to=hf", f"--input={workdir}", f"--output={tmp_path}"]) == 0
   exported = safetensors_numpy.load_file(str(tmp_path / "model.safetensors"))
-  tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+  tied = {
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+    "vocab_projector.weight",
+  }
   original = {k: v.numpy() for k, v in model.state_dict().items() if k not in tied}
-  if name == "c":  # BertModel's names gain the prefix BertForPreTraining gives them.
-    original = {f"bert.{k}": v for k, v in original.items()}
+  # BertModel / DistilBertModel names gain the prefix of the classes with heads.
+  prefix = {"c": "bert.", "f": "distilbert."}.get(name, "")
+  original = {f"{prefix}{k}": v for k, v in original.items()}
   assert exported.keys() == original.keys()
   for key, value in original.items():
     assert exported[key].dtype == value.dtype and np.array_equal(exported[key], value), key
@@ -387,3 +419,63 @@ def test_overwrite_replaces_the_output(converted, tmp_path):
     == 0
   )
   assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["0"]
+
+
+@pytest.mark.parametrize("name", ["d", "e"])
+def test_converted_distilbert_equals_transformers(converted, name):
+  model, _, workdir = converted[name]
+  run = workdir_params.read_run(str(workdir))
+  assert sorted(run.params) == ["bert", "mlm_head"] and run.model.family == "distilbert"
+  inputs = hf_reference.random_inputs(run.model.vocab_size, length=11)
+  reference = hf_reference.torch_outputs(torch, model, *inputs)
+  family = families.get(run.model.family)
+  # Token types are random here: DistilBERT must ignore them, as Hugging Face's has none.
+  hidden, _ = _apply(family.encoder(run.model, with_pooler=False), run.params["bert"], *inputs)
+  logits = _apply(family.pretraining_model(run.model), run.params, *inputs)["mlm_logits"]
+  _assert_close_on_real_tokens(hidden, reference["hidden_states"][-1], inputs[2])
+  _assert_close_on_real_tokens(logits, reference["mlm_logits"], inputs[2])
+
+
+def test_distilbert_model_checkpoint_and_export_load_in_transformers(converted, tmp_path):
+  model, _, workdir = converted["f"]
+  run = workdir_params.read_run(str(workdir))
+  assert sorted(run.params) == ["bert"]
+  inputs = hf_reference.random_inputs(run.model.vocab_size, seed=3)
+  reference = hf_reference.torch_outputs(torch, model, *inputs)
+  hidden, _ = _apply(DistilBertEncoder(run.model, with_pooler=False), run.params["bert"], *inputs)
+  _assert_close_on_real_tokens(hidden, reference["hidden_states"][-1], inputs[2])
+  for name, classes in (
+    ("d", (transformers.DistilBertForMaskedLM, transformers.DistilBertModel)),
+    ("f", (transformers.DistilBertModel,)),
+  ):
+    exported = tmp_path / name
+    assert (
+      convert.main(["convert", "--to=hf", f"--input={converted[name][2]}", f"--output={exported}"])
+      == 0
+    )
+    for model_class in classes:
+      _, info = model_class.from_pretrained(exported, output_loading_info=True)
+      assert info["missing_keys"] == [] and info["mismatched_keys"] == [], (name, model_class)
+      # Only the bare encoder may leave tensors out: the MLM head it has no place for.
+      unexpected = {key.split(".")[0] for key in info["unexpected_keys"]}
+      assert unexpected <= {"vocab_transform", "vocab_layer_norm", "vocab_projector"}
+      assert bool(unexpected) == (model_class is transformers.DistilBertModel and name == "d")
+
+
+@pytest.mark.parametrize(
+  "change,expected",
+  [
+    ({"sinusoidal_pos_embds": True}, "sinusoidal_pos_embds=true"),
+    ({"activation": "relu"}, "activation='relu'"),
+    ({"model_type": "xlm"}, "describes a 'xlm' model; convert handles BERT"),
+  ],
+)
+def test_unsupported_distilbert_configs_fail_with_one_line(
+  converted, tmp_path, capsys, change, expected
+):
+  hf_dir = tmp_path / "hf"
+  shutil.copytree(converted["d"][1], hf_dir)
+  _edit_config(hf_dir, **change)
+  assert convert.main(["convert", "--from=hf", f"--input={hf_dir}", f"--output={tmp_path}/o"]) == 2
+  errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and expected in errors[0], errors

@@ -13,11 +13,7 @@ from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train import settings as settings_lib
 from bert_jax.train.optimizer import OptimizerConfig
 
-_SECTIONS = {
-  "model": ModelConfig,
-  "optimizer": OptimizerConfig,
-  "mesh": MeshConfig,
-}
+_SECTIONS = default_config.SECTIONS
 
 
 def _plain(section):
@@ -39,7 +35,7 @@ def test_base_config_resolves_to_the_dataclasses_built_without_arguments():
 @pytest.mark.parametrize("task", names.FINETUNING_TASKS)
 def test_config_keys_equal_the_dataclass_defaults_key_by_key(task):
   config = default_config.base_config()
-  top = {k: v for k, v in _plain(config).items() if k not in ("model", "data", "optimizer", "mesh")}
+  top = {k: v for k, v in _plain(config).items() if k not in _SECTIONS}
   assert top == config_fields.defaults(settings_lib.TrainerConfig)
   for name, cls in _SECTIONS.items():
     section = _plain(config[name])

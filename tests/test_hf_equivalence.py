@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import UserInputError
+from bert_jax.models import families
 from bert_jax.models.bert import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.interop import hf_weights
@@ -95,3 +96,20 @@ def test_gathered_positions_equal_the_full_logits(state_and_config):
   np.testing.assert_allclose(
     gathered, np.take_along_axis(np.asarray(full), positions[:, :, None], axis=1), atol=1e-6
   )
+
+
+@pytest.mark.parametrize("part,expected", [("encoder", 66_362_880), ("pretraining", 66_985_530)])
+def test_distilbert_parameter_counts_equal_hugging_face(part, expected):
+  """DistilBertModel / DistilBertForMaskedLM of the default DistilBertConfig (6 x 768)."""
+  config = model_config_from_dict({"family": "distilbert", "size": "base", "num_layers": 6})
+  ids = jnp.zeros((1, 8), jnp.int32)
+  shapes = jax.eval_shape(
+    lambda: (
+      families.get("distilbert")
+      .pretraining_model(config)
+      .init(jax.random.key(0), ids, ids, ids + 1, ids[:, :2])
+    )
+  )["params"]
+  tree = shapes["bert"] if part == "encoder" else shapes
+  assert "token_type_embeddings" not in shapes["bert"]["embeddings"]
+  assert sum(x.size for x in jax.tree.leaves(tree)) == expected

@@ -12,6 +12,7 @@ import flax.linen as nn
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
+from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,15 +27,21 @@ class Family:
     pretraining_model: module class built as ``pretraining_model(config, deterministic)``;
       its trunk is the ``encoder`` under the scope ``bert`` (`tasks/trunk.py`), so fine-tuning
       restores it from a pretraining checkpoint by that name.
+    sentence_head: the pretraining model has the 2-way NSP / SOP head (``nsp_logits``);
+      without it the family pretrains with ``data.objective="none"`` only.
   """
 
   name: str
   encoder: type[nn.Module]
   pretraining_model: type[nn.Module]
+  sentence_head: bool = True
 
 
 _FAMILIES = {
   names.BERT: Family(names.BERT, BertEncoder, BertForPreTraining),
+  names.DISTILBERT: Family(
+    names.DISTILBERT, DistilBertEncoder, DistilBertForMaskedLM, sentence_head=False
+  ),
 }
 
 

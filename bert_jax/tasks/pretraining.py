@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 
@@ -126,6 +127,12 @@ class PretrainingTask:
 def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingTask:
   """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
   del data
+  family = families.get(model_config.family)
+  if data_config.objective != "none" and not family.sentence_head:
+    raise UserInputError(
+      f"model.family={family.name!r} has no sentence head for data.objective="
+      f"{data_config.objective!r}; set data.objective='none' (masked LM only)"
+    )
   # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
   return PretrainingTask(
     model_config,

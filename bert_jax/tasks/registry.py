@@ -4,6 +4,7 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
 
   task             package (data object, objective)
   pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
+  distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
   span_qa          bert_jax.tasks.span_qa
@@ -19,7 +20,7 @@ from bert_jax import names
 from bert_jax import workdir as workdir_lib
 from bert_jax.data import default_corpus, pretraining_pipeline, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import pretraining
+from bert_jax.tasks import distillation, pretraining
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
@@ -54,6 +55,8 @@ def make_task(settings, data=None):
     data: the data object of `make_data` (fine-tuning tasks need it; pretraining does not).
   """
   task = settings.trainer.task
+  if task == names.DISTILLATION:
+    return distillation.make_task(settings.model, settings.data, settings.distillation)
   if data is None and task != names.PRETRAINING:
     raise ValueError(f"task {task!r} is sized by its data; pass make_data's result")
   return MAKE_TASK[task](settings.model, settings.data, data)
@@ -66,7 +69,7 @@ def make_data(settings):
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
-  if settings.trainer.task == names.PRETRAINING:
+  if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
     )

@@ -3,6 +3,9 @@
   python -m bert_jax.tools.benchmark --config=configs/bert_base.py \
       --config.global_batch_size=8 --steps=10 --baseline=hf_flax
 
+A ``task=distillation`` config times the whole distillation step: the frozen teacher's forward
+pass plus the student's update (MFU counts the student's FLOPs only).
+
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
 Hugging Face's FlaxBertForPreTraining trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
@@ -47,6 +50,11 @@ def main(argv):
   from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
 
   settings = settings_from_config(_CONFIG.value)
+  if _BASELINE.value == "hf_flax" and settings.trainer.task != "pretraining":
+    raise app.UsageError(
+      "--baseline=hf_flax times Hugging Face's pretraining step; pass "
+      "--config.task=pretraining to compare the family's step with it"
+    )
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
@@ -93,6 +101,8 @@ def main(argv):
   median = statistics.median(times["bert_jax"])
   result = {
     "config": _CONFIG.value.model.size,
+    "task": settings.trainer.task,  # distillation: the step includes the teacher's forward.
+    "family": settings.model.family,
     "batch": batch_size,
     "seq_len": seq_len,
     "dtype": settings.model.dtype,

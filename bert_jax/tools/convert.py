@@ -10,9 +10,12 @@
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
-BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert. ``--to=hf`` writes
+BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do
+DistilBertModel and DistilBertForMaskedLM ones (``model_type`` in config.json picks the family;
+`models/interop/hf_families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
-WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining. A fine-tuned
+WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
+``distilbert`` run: DistilBertModel or DistilBertForMaskedLM). A fine-tuned
 run's task heads are not exported (Hugging Face's task classes name them differently).
 
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
@@ -32,7 +35,7 @@ from safetensors import numpy as safetensors_numpy
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
+from bert_jax.models.interop import hf_config, hf_families, tf_weights, weight_table
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
@@ -179,12 +182,12 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  model = hf_config.model_config_from_bert_config(
-    _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
-    str(directory / "config.json"),
-  )
+  config_path = directory / "config.json"
+  values = _read_json(config_path, "a Hugging Face model directory needs it")
+  hf_format = hf_families.for_config_json(values, str(config_path))
+  model = hf_format.model_config(values, str(config_path))
   weights_path, state = _hf_state(directory)
-  params = hf_weights.params_from_hf(state, model, source=str(weights_path))
+  params = hf_format.params_from_hf(state, model, source=str(weights_path))
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
@@ -244,12 +247,6 @@ def from_tf(
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {checkpoint}")
 
 
-def _architecture(params) -> str:
-  if "mlm_head" in params:
-    return "BertForPreTraining" if "nsp_head" in params else "BertForMaskedLM"
-  return "BertModel"
-
-
 def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
   """bert_jax workdir or checkpoint -> Hugging Face directory (see the module docstring)."""
   _check_output(output, overwrite, [workdir])
@@ -260,9 +257,10 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
       f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
     )
+  hf_format = hf_families.for_family(model.family, workdir)
   params = weight_table.unscanned(run.params, model)
-  state = hf_weights.hf_from_params(params, model)
-  exported = {row.ours for row in hf_weights.rows(model)}
+  state = hf_format.hf_from_params(params, model)
+  exported = {row.ours for row in hf_format.rows(model)}
   left_out = sorted(set(weight_table.flatten(params)) - exported)
   if left_out:
     logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
@@ -270,7 +268,7 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
   directory = _fresh_output(output)
-  config = hf_config.bert_config_from_model_config(model, _architecture(params))
+  config = hf_format.config_json(model, hf_format.architecture(params))
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   # transformers refuses safetensors files without this format tag.
   safetensors_numpy.save_file(

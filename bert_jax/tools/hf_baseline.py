@@ -1,4 +1,5 @@
-"""Hugging Face's FlaxBertForPreTraining trained the same way, as a benchmark baseline.
+"""Hugging Face's FlaxBertForPreTraining (FlaxDistilBertForMaskedLM for DistilBERT) trained the
+same way, as a benchmark baseline.
 
 Same architecture, same optimizer (optax AdamW with the same mask and schedule), same loss
 (masked LM at the masked positions + NSP), same dropout; the difference measured is the model
@@ -9,12 +10,52 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bert_jax import names
 from bert_jax.models.config import ModelConfig
 
 
+def _distilbert_model_and_loss(transformers, model_config: ModelConfig, seed: int):
+  """FlaxDistilBertForMaskedLM and its masked-LM loss (no token types, no sentence head)."""
+  hf_config = transformers.DistilBertConfig(
+    vocab_size=model_config.vocab_size,
+    dim=model_config.hidden_size,
+    n_layers=model_config.num_layers,
+    n_heads=model_config.num_heads,
+    hidden_dim=model_config.intermediate_size,
+    max_position_embeddings=model_config.max_position_embeddings,
+    dropout=model_config.hidden_dropout_rate,
+    attention_dropout=model_config.attention_dropout_rate,
+  )
+  with jax.numpy_rank_promotion("allow"):
+    model = transformers.FlaxDistilBertForMaskedLM(hf_config, seed=seed)
+
+  def loss_fn(params, batch, rng):
+    logits_BLV = model(
+      batch["input_ids"],
+      attention_mask=batch["input_mask"],
+      params=params,
+      dropout_rng=rng,
+      train=True,
+    ).logits
+    logits_BPV = jnp.take_along_axis(logits_BLV, batch["masked_lm_positions"][:, :, None], axis=1)
+    weights_BP = batch["masked_lm_weights"]
+    mlm = optax.softmax_cross_entropy_with_integer_labels(logits_BPV, batch["masked_lm_ids"])
+    return jnp.sum(mlm * weights_BP) / jnp.maximum(jnp.sum(weights_BP), 1.0)
+
+  return model, loss_fn
+
+
 def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0):
-  """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state)."""
+  """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state).
+
+  ``model.family=distilbert`` gets FlaxDistilBertForMaskedLM (masked LM only), any other
+  FlaxBertForPreTraining.
+  """
   import transformers  # pylint: disable=g-import-not-at-top
+
+  if model_config.family == names.DISTILBERT:
+    model, loss_fn = _distilbert_model_and_loss(transformers, model_config, seed)
+    return _jitted_step(model.params, loss_fn, optimizer)
 
   hf_config = transformers.BertConfig(
     vocab_size=model_config.vocab_size,
@@ -30,7 +71,6 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
   with jax.numpy_rank_promotion("allow"):
     model = transformers.FlaxBertForPreTraining(hf_config, seed=seed)
   params = model.params
-  opt_state = optimizer.init(params)
 
   def loss_fn(params, batch, rng):
     outputs = model(
@@ -50,6 +90,12 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
       outputs.seq_relationship_logits, batch["next_sentence_labels"]
     )
     return jnp.sum(mlm * weights_BP) / jnp.maximum(jnp.sum(weights_BP), 1.0) + jnp.mean(nsp)
+
+  return _jitted_step(params, loss_fn, optimizer)
+
+
+def _jitted_step(params, loss_fn, optimizer):
+  opt_state = optimizer.init(params)
 
   def step(params, opt_state, batch, rng):
     with jax.numpy_rank_promotion("allow"):  # Hugging Face relies on implicit promotion.

@@ -19,8 +19,17 @@ class Checkpointer:
   replaces an existing step, and only finished saves count as checkpoints.
   """
 
-  def __init__(self, workdir: str, max_to_keep: int = 3):
+  def __init__(self, workdir: str, max_to_keep: int = 3, record: dict | None = None):
+    """Checkpoints under ``<workdir>/checkpoints``.
+
+    Args:
+      workdir: the run's workdir.
+      max_to_keep: older checkpoints are deleted.
+      record: JSON-able facts saved with every checkpoint (beside the data position) that a
+        resume must match, e.g. a distillation teacher's identity; None = nothing recorded.
+    """
     self.directory = epath.Path(workdir) / "checkpoints"
+    self._record = record
     self._manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
@@ -43,7 +52,9 @@ class Checkpointer:
       args=ocp.args.Composite(
         state=ocp.args.StandardSave(state),
         rng=ocp.args.StandardSave({"key_data": jax.random.key_data(rng)}),
-        data=ocp.args.JsonSave({"position": int(data_position)}),
+        data=ocp.args.JsonSave(
+          {"position": int(data_position), **({"record": self._record} if self._record else {})}
+        ),
       ),
       force=True,
     )
@@ -87,8 +98,21 @@ class Checkpointer:
         data=ocp.args.JsonRestore(),
       ),
     )
+    self._check_record(step, restored["data"].get("record"))
     rng = jax.random.wrap_key_data(restored["rng"]["key_data"])
     return restored["state"], rng, int(restored["data"]["position"])
+
+  def _check_record(self, step: int, stored):
+    """Raises a one-line error if the checkpoint was written with another record."""
+    if stored == self._record:
+      return
+    for key in sorted(set(stored or {}) | set(self._record or {})):
+      theirs, ours = (stored or {}).get(key), (self._record or {}).get(key)
+      if theirs != ours:
+        raise UserInputError(
+          f"checkpoint {self.directory}/{step} was written with {key}={theirs} but this run "
+          f"has {key}={ours}; resume with what wrote it, or use a new --workdir"
+        )
 
   def reached_preemption(self, step: int) -> bool:
     """True on every host once any host got a preemption notice (multi-process runs)."""

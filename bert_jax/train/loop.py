@@ -172,7 +172,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
-    checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
+    checkpointer = Checkpointer(
+      str(workdir), trainer.max_checkpoints_to_keep, record=training.checkpoint_record
+    )
     state, rng, position = run_state.restore_or_initialize(
       checkpointer,
       training.init_params,
@@ -183,6 +185,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       sharding.replicated(mesh),
       trainer.init_from,
       settings.model,
+      init_overlay=training.init_overlay,
     )
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)
 

@@ -58,6 +58,7 @@ def restore_or_initialize(
   rng_sharding,
   init_from: str = "",
   model_config: ModelConfig | None = None,
+  init_overlay=None,
 ):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
@@ -65,7 +66,8 @@ def restore_or_initialize(
   2. ``init_from``: a fresh state from ``seed`` whose parameters are overlaid with the
      compatible ones of that checkpoint (new heads keep their init; see `init_from.py`;
      ``model_config`` lets its errors name the model keys to change).
-  3. A fresh state from ``seed``.
+  3. A fresh state from ``seed``, its params passed through ``init_overlay`` when given
+     (distillation: the student from every other teacher layer).
   """
   param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
   rng = jax.device_put(dropout_rng, rng_sharding)
@@ -85,4 +87,8 @@ def restore_or_initialize(
     state = state.replace(
       params=jax.device_put(params, state_shardings.params), opt_state=init_opt_state(params)
     )
+  elif init_overlay is not None:
+    params = init_overlay(state.params)
+    init_opt_state = jax.jit(optimizer.init, out_shardings=state_shardings.opt_state)
+    state = state.replace(params=params, opt_state=init_opt_state(params))
   return state, rng, 0

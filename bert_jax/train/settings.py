@@ -15,6 +15,7 @@ from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
+from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 
@@ -66,6 +67,7 @@ class RunSettings:
   data: PretrainingDataConfig | FinetuneDataConfig
   optimizer: OptimizerConfig
   mesh: MeshConfig
+  distillation: DistillationConfig = DistillationConfig()
 
 
 def _section(cls, values: dict, section: str):
@@ -91,13 +93,21 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
   if task not in names.TASKS:
     raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(names.TASKS)}")
   model = model_config_from_dict(values.pop("model", {}))
-  data_class = PretrainingDataConfig if task == "pretraining" else FinetuneDataConfig
+  data_class = PretrainingDataConfig if task in names.PRETRAINING_DATA_TASKS else FinetuneDataConfig
   data = _section(data_class, dict(values.pop("data", {})), "data")
   optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
   mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
+  distillation = _section(DistillationConfig, dict(values.pop("distillation", {})), "distillation")
   trainer = _section(TrainerConfig, values, "top-level")
   _check_consistency(trainer, model, data)
-  return RunSettings(trainer=trainer, model=model, data=data, optimizer=optimizer, mesh=mesh)
+  return RunSettings(
+    trainer=trainer,
+    model=model,
+    data=data,
+    optimizer=optimizer,
+    mesh=mesh,
+    distillation=distillation,
+  )
 
 
 def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
@@ -113,7 +123,10 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
       f"{chunk_len} (attention_kind={model.attention_kind!r} needs whole chunks); use e.g. "
       f"{-(-data.max_seq_length // chunk_len) * chunk_len}"
     )
-  if trainer.task == "pretraining" and data.max_predictions_per_seq > data.max_seq_length:
+  if (
+    trainer.task in names.PRETRAINING_DATA_TASKS
+    and data.max_predictions_per_seq > data.max_seq_length
+  ):
     raise UserInputError(
       f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
       f"data.max_seq_length={data.max_seq_length}"
@@ -138,7 +151,7 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
       f"num_train_epochs={trainer.num_train_epochs} must be >= 0 (0 = num_train_steps) and "
       f"warmup_fraction={trainer.warmup_fraction} in [0, 1) (BERT fine-tuning: 3 and 0.1)"
     )
-  if trainer.num_train_epochs and trainer.task == "pretraining":
+  if trainer.num_train_epochs and trainer.task in names.PRETRAINING_DATA_TASKS:
     raise UserInputError(
       "num_train_epochs is for fine-tuning tasks; pretraining counts "
       "num_train_steps (set num_train_epochs=0)"

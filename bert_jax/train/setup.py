@@ -13,10 +13,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bert_jax import names
 from bert_jax.tasks import registry
 from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train import state as state_lib
 from bert_jax.train import step as step_lib
+from bert_jax.train import teacher as teacher_lib
 from bert_jax.train.settings import RunSettings
 
 
@@ -34,6 +36,11 @@ class Training:
   # (params, batch, rng) -> (metric sums, per-row predictions + row_id), jitted; None for
   # tasks without `predictions` (pretraining).
   predict_step: Callable | None = None
+  # params -> params, applied to a fresh state below resume and init_from (distillation: the
+  # student from the teacher's layers, `train/teacher.py`); None = keep the random init.
+  init_overlay: Callable | None = None
+  # JSON-able facts every checkpoint records and a resume must match (the teacher's identity).
+  checkpoint_record: dict | None = None
 
 
 def make_task(settings: RunSettings, data=None):
@@ -96,7 +103,7 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
     if hasattr(task, "predictions")
     else None
   )
-  return Training(
+  training = Training(
     task=task,
     optimizer=optimizer,
     init_params=init_params,
@@ -106,6 +113,9 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
     eval_step=eval_step,
     predict_step=predict_step,
   )
+  if trainer.task == names.DISTILLATION:
+    return teacher_lib.attach(training, settings, mesh)
+  return training
 
 
 @contextlib.contextmanager

@@ -1,0 +1,183 @@
+"""Hugging Face DistilBERT (``config.json`` and weights) <-> bert_jax's ``distilbert`` family.
+
+``DistilBertModel`` checkpoints (names ``embeddings.*``, ``transformer.layer.<i>.*``) and
+``DistilBertForMaskedLM`` ones (the same under ``distilbert.``, plus ``vocab_transform``,
+``vocab_layer_norm`` and ``vocab_projector``) both load; the layout differences are those of
+BERT (`hf_weights`): PyTorch Linear weights are [out, in], bert_jax keeps attention
+projections per head. Hugging Face's DistilBERT hard-codes LayerNorm epsilon 1e-12 and has no
+token types; only learned (not sinusoidal) positions and the exact GELU are accepted.
+"""
+
+import numpy as np
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.weight_table import Row
+
+MODEL_TYPE = "distilbert"
+_PREFIX = "distilbert."
+_TRUNK_PARTS = ("embeddings.", "transformer.")  # DistilBertModel names lack the prefix.
+_WORD_TABLE = "distilbert.embeddings.word_embeddings.weight"
+_TIED_PROJECTOR = "vocab_projector.weight"  # .bin files repeat the word table here.
+_IGNORED = ("distilbert.embeddings.position_ids",)  # A buffer older transformers saved.
+_LAYER_NORM_EPS = 1e-12  # transformers' DistilBERT has no config key for it.
+
+# (bert_jax model key, DistilBertConfig key, required).
+_KEYS = (
+  ("vocab_size", "vocab_size", True),
+  ("hidden_size", "dim", True),
+  ("num_layers", "n_layers", True),
+  ("num_heads", "n_heads", True),
+  ("intermediate_size", "hidden_dim", True),
+  ("max_position_embeddings", "max_position_embeddings", False),
+  ("hidden_dropout_rate", "dropout", False),
+  ("attention_dropout_rate", "attention_dropout", False),
+  ("initializer_range", "initializer_range", False),
+)
+
+_EMBEDDING_ROWS = (
+  Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
+  Row(
+    "bert/embeddings/position_embeddings/embedding",
+    "distilbert.embeddings.position_embeddings.weight",
+    "encoder",
+  ),
+  Row("bert/embeddings/layer_norm/scale", "distilbert.embeddings.LayerNorm.weight", "encoder"),
+  Row("bert/embeddings/layer_norm/bias", "distilbert.embeddings.LayerNorm.bias", "encoder"),
+)
+_HEAD_ROWS = (
+  Row("mlm_head/transform/kernel", "vocab_transform.weight", "mlm_head", transpose=True),
+  Row("mlm_head/transform/bias", "vocab_transform.bias", "mlm_head"),
+  Row("mlm_head/transform_norm/scale", "vocab_layer_norm.weight", "mlm_head"),
+  Row("mlm_head/transform_norm/bias", "vocab_layer_norm.bias", "mlm_head"),
+  Row("mlm_head/output_bias", "vocab_projector.bias", "mlm_head"),
+)
+# (bert_jax suffix, Hugging Face suffix, heads_axis, transpose) inside layer i.
+_LAYER_ROWS = (
+  ("attention/query/kernel", "attention.q_lin.weight", 1, True),
+  ("attention/query/bias", "attention.q_lin.bias", 0, False),
+  ("attention/key/kernel", "attention.k_lin.weight", 1, True),
+  ("attention/key/bias", "attention.k_lin.bias", 0, False),
+  ("attention/value/kernel", "attention.v_lin.weight", 1, True),
+  ("attention/value/bias", "attention.v_lin.bias", 0, False),
+  ("attention/output/kernel", "attention.out_lin.weight", 0, True),
+  ("attention/output/bias", "attention.out_lin.bias", None, False),
+  ("attention_norm/scale", "sa_layer_norm.weight", None, False),
+  ("attention_norm/bias", "sa_layer_norm.bias", None, False),
+  ("intermediate/kernel", "ffn.lin1.weight", None, True),
+  ("intermediate/bias", "ffn.lin1.bias", None, False),
+  ("output/kernel", "ffn.lin2.weight", None, True),
+  ("output/bias", "ffn.lin2.bias", None, False),
+  ("output_norm/scale", "output_layer_norm.weight", None, False),
+  ("output_norm/bias", "output_layer_norm.bias", None, False),
+)
+
+
+def model_config(values, source: str) -> ModelConfig:
+  """The bert_jax model of a Hugging Face ``DistilBertConfig`` ``config.json``.
+
+  Raises:
+    UserInputError: sinusoidal positions, another activation, untied output embeddings, or
+      missing / non-integer sizes.
+  """
+  activation = values.get("activation", "gelu")
+  if activation != "gelu":
+    raise UserInputError(
+      f"{source} has activation={activation!r}; bert_jax's DistilBERT uses the exact (erf) "
+      "GELU ('gelu'): convert a model trained with 'gelu'"
+    )
+  if values.get("sinusoidal_pos_embds"):
+    raise UserInputError(
+      f"{source} has sinusoidal_pos_embds=true; bert_jax's DistilBERT has learned position "
+      "embeddings only"
+    )
+  if values.get("tie_word_embeddings") is False:
+    raise UserInputError(
+      f"{source} has tie_word_embeddings=false; bert_jax ties the MLM projector to the word "
+      "table, convert a model with tied embeddings"
+    )
+  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
+  if missing:
+    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it a DistilBERT config.json?")
+  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
+  for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
+    if not isinstance(fields[key], int) or isinstance(fields[key], bool):
+      raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
+  return model_config_from_dict(
+    dict(fields, family=names.DISTILBERT, layer_norm_eps=_LAYER_NORM_EPS)
+  )
+
+
+def config_json(config: ModelConfig, architecture: str) -> dict:
+  """A Hugging Face ``config.json`` object (``transformers.DistilBertConfig`` keys)."""
+  if config.layer_norm_eps != _LAYER_NORM_EPS:
+    raise UserInputError(
+      f"model.layer_norm_eps={config.layer_norm_eps} but Hugging Face's DistilBERT fixes "
+      f"{_LAYER_NORM_EPS}; the exported model would compute something else"
+    )
+  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values.update(
+    architectures=[architecture],
+    model_type=MODEL_TYPE,
+    activation="gelu",
+    sinusoidal_pos_embds=False,
+    tie_word_embeddings=True,
+  )
+  return values
+
+
+def architecture(params) -> str:
+  """The ``transformers`` class that loads ``params`` with nothing missing."""
+  return "DistilBertForMaskedLM" if "mlm_head" in params else "DistilBertModel"
+
+
+def rows(config: ModelConfig):
+  """The `Row` table of a DistilBERT of ``config``'s depth (``DistilBertForMaskedLM`` names)."""
+  layer_rows = [
+    Row(
+      f"bert/encoder/layer_{i}/{ours}",
+      f"{_PREFIX}transformer.layer.{i}.{theirs}",
+      "encoder",
+      heads_axis,
+      transpose,
+    )
+    for i in range(config.num_layers)
+    for ours, theirs, heads_axis, transpose in _LAYER_ROWS
+  ]
+  return list(_EMBEDDING_ROWS) + layer_rows + list(_HEAD_ROWS)
+
+
+def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
+  """Builds bert_jax params (unscanned) from a ``DistilBertModel`` / ``ForMaskedLM`` state dict.
+
+  Returns:
+    Nested dict of float32 numpy arrays: ``bert``, plus ``mlm_head`` when the checkpoint has it.
+
+  Raises:
+    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
+      projector differs from the word table it should repeat.
+  """
+  tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
+  if _TIED_PROJECTOR in tensors and not np.array_equal(
+    np.asarray(tensors[_TIED_PROJECTOR]), np.asarray(tensors.get(_WORD_TABLE))
+  ):
+    raise UserInputError(
+      f"{source}: {_TIED_PROJECTOR} differs from {_WORD_TABLE}; DistilBERT ties them, "
+      "and untied projectors are not supported"
+    )
+  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
+  return weight_table.import_params(
+    rows(config),
+    shapes,
+    tensors.__getitem__,
+    config,
+    source=source,
+    ignored=frozenset((_TIED_PROJECTOR,) + _IGNORED),
+  )
+
+
+def hf_from_params(params, config: ModelConfig):
+  """Hugging Face names -> numpy arrays for the parts ``params`` holds (projector left tied)."""
+  return weight_table.export_params(rows(config), params)
