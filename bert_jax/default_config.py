@@ -77,6 +77,11 @@ def base_config() -> ml_collections.ConfigDict:
   # remat_policy "none" (it already recomputes).
   config.model.reversible = False
   config.model.ffn_chunk_len = 0  # Feed-forward over chunks of this many positions; 0 = unchunked.
+  config.model.embedding_size = 128  # albert: token/position/type table width E (projected to H).
+  config.model.layer_sharing = "all"  # albert: cross-layer sharing all | attention | ffn | none.
+  config.model.hidden_act = "gelu"  # gelu (exact erf) | gelu_new (tanh form; ALBERT v2).
+  config.model.span_boundary_objective = False  # SpanBERT's SBO head + loss (sbo_loss).
+  config.model.span_boundary_max_offset = 10  # SBO relative-position rows; offsets clipped.
   # Options of the lsh and local attention kinds (ignored by dense / fused).
   config.model.lsh = ml_collections.ConfigDict()
   config.model.lsh.chunk_len = 64  # data.max_seq_length must be a multiple of it.
@@ -104,7 +109,8 @@ def base_config() -> ml_collections.ConfigDict:
   config.data.eval_fraction = 0.05  # Documents held out for the eval split.
   config.data.num_eval_examples = ml_collections.config_dict.placeholder(int)
   # ^ Eval examples (unset: every held-out pair), rounded down to whole global batches.
-  config.data.masking = "token"  # token (BERT) | whole_word (all pieces of a word) | span.
+  # token (BERT) | whole_word (all pieces of a word) | span (SpanBERT) | ngram (ALBERT, n <= 3).
+  config.data.masking = "token"
   config.data.span_geometric_p = 0.2  # span: span length in words ~ Geometric(p) (SpanBERT)
   config.data.max_span_length = 10  # ... truncated to [1, max_span_length] words (mean 3.8).
   # Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only). The

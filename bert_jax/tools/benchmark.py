@@ -4,7 +4,7 @@
       --config.global_batch_size=8 --steps=10 --baseline=hf_flax
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
-Hugging Face's FlaxBertForPreTraining trained the same way, measured in the same process in
+Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT) trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
 """
 
@@ -93,6 +93,7 @@ def main(argv):
   median = statistics.median(times["bert_jax"])
   result = {
     "config": _CONFIG.value.model.size,
+    "family": settings.model.family,
     "batch": batch_size,
     "seq_len": seq_len,
     "dtype": settings.model.dtype,

@@ -30,9 +30,16 @@ from etils import epath
 from safetensors import SafetensorError
 from safetensors import numpy as safetensors_numpy
 
-from bert_jax import environment
+from bert_jax import environment, names
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
+from bert_jax.models.interop import (
+  albert_config,
+  albert_weights,
+  hf_config,
+  hf_weights,
+  tf_weights,
+  weight_table,
+)
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
@@ -179,12 +186,14 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  model = hf_config.model_config_from_bert_config(
-    _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
-    str(directory / "config.json"),
-  )
+  values = _read_json(directory / "config.json", "a Hugging Face model directory needs it")
+  if isinstance(values, dict) and values.get("model_type") == names.ALBERT:
+    model = albert_config.model_config_from_albert_config(values, str(directory / "config.json"))
+  else:
+    model = hf_config.model_config_from_bert_config(values, str(directory / "config.json"))
   weights_path, state = _hf_state(directory)
-  params = hf_weights.params_from_hf(state, model, source=str(weights_path))
+  weights = albert_weights if model.family == names.ALBERT else hf_weights
+  params = weights.params_from_hf(state, model, source=str(weights_path))
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
@@ -261,8 +270,16 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
     )
   params = weight_table.unscanned(run.params, model)
-  state = hf_weights.hf_from_params(params, model)
-  exported = {row.ours for row in hf_weights.rows(model)}
+  if model.family == names.ALBERT:
+    weights = albert_weights
+    config = albert_config.albert_config_from_model_config(
+      model, albert_weights.architecture(params)
+    )
+  else:
+    weights = hf_weights
+    config = hf_config.bert_config_from_model_config(model, _architecture(params))
+  state = weights.hf_from_params(params, model)
+  exported = {row.ours for row in weights.rows(model)}
   left_out = sorted(set(weight_table.flatten(params)) - exported)
   if left_out:
     logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
@@ -270,7 +287,6 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
   directory = _fresh_output(output)
-  config = hf_config.bert_config_from_model_config(model, _architecture(params))
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   # transformers refuses safetensors files without this format tag.
   safetensors_numpy.save_file(
