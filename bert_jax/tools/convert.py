@@ -1,4 +1,4 @@
-"""Converts BERT weights: Hugging Face <-> bert_jax workdirs; original Google TF BERT -> bert_jax.
+"""Converts weights: Hugging Face BERT / ALBERT <-> bert_jax workdirs; Google TF BERT -> bert_jax.
 
   python -m bert_jax.tools.convert --from=hf --input=/models/bert-base-uncased \\
       --output=/runs/bert_base_hf
@@ -10,7 +10,9 @@
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
-BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert. ``--to=hf`` writes
+BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do ALBERT's
+(AlbertModel / AlbertForMaskedLM / AlbertForPreTraining; config.json's model_type "albert" picks
+the family; one shared layer group or one group per layer). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining. A fine-tuned
 run's task heads are not exported (Hugging Face's task classes name them differently).
