@@ -35,17 +35,15 @@ CLASSIFICATION = "classification"
 TAGGING = "tagging"
 SPAN_QA = "span_qa"
 MULTIPLE_CHOICE = "multiple_choice"
+# Distils a frozen teacher into a student (DistilBERT, Sanh et al. 2019).
+DISTILLATION = "distillation"
 FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE)
-TASKS = (PRETRAINING,) + FINETUNING_TASKS
+TASKS = (PRETRAINING,) + FINETUNING_TASKS + (DISTILLATION,)
+# Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
+PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 
 # Model families (`config.model.family`).
 BERT = "bert"
-FAMILIES = (BERT,)
-
-# DistilBERT (Sanh et al. 2019): the family, and the task that distils a teacher into a student.
+ALBERT = "albert"
 DISTILBERT = "distilbert"
-FAMILIES = FAMILIES + (DISTILBERT,)
-DISTILLATION = "distillation"
-TASKS = TASKS + (DISTILLATION,)
-# Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
-PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
+FAMILIES = (BERT, ALBERT, DISTILBERT)

@@ -87,3 +87,26 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
   elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM
     result["mlm_logits"] = outputs.logits.numpy()
   return result
+
+
+def random_albert(transformers, torch, *, kind="pretraining", seed=0, **config_kwargs):
+  """An ``AlbertForPreTraining`` (or ``AlbertModel`` for kind="model"), random weights, eval mode.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    kind: "pretraining" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.AlbertConfig` fields.
+  """
+  config = transformers.AlbertConfig(attn_implementation="eager", **config_kwargs)
+  torch.manual_seed(seed)
+  model_class = (
+    transformers.AlbertForPreTraining if kind == "pretraining" else transformers.AlbertModel
+  )
+  model = model_class(config).eval()
+  with torch.no_grad():
+    for name, parameter in model.named_parameters():
+      centre = 1.0 if "LayerNorm.weight" in name or "layer_norm.weight" in name else 0.0
+      parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+  return model

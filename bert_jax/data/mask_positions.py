@@ -15,6 +15,8 @@ inside a tf.data ``map`` and gives the same answer for the same (ids, seed) anyw
   each span starts at a uniformly random word. Spans are taken in order while their union fits
   the budget; the first span that does not fit is cut to the whole words that still fit, and
   that ends the choice.
+* ``ngram``: ALBERT's n-gram masking, the ``span`` procedure with n-gram lengths n = 1..3 words
+  drawn with P(n) proportional to 1/n (6/11, 3/11, 2/11).
 
 The budget of every strategy is the same count of tokens: ``min(P, max(1, round(n *
 mask_prob)))`` for ``n`` maskable tokens.
@@ -149,7 +151,17 @@ def span_length_probabilities(geometric_p, max_span_length):
   return weights / weights.sum()
 
 
-def span_choice(input_ids_L, maskable_L, seed, config):
+# ALBERT's longest n-gram (in words).
+NGRAM_MAX = 3
+
+
+def ngram_length_probabilities(max_n=NGRAM_MAX):
+  """P(n = 1..max_n) proportional to 1/n, ALBERT's n-gram length distribution (float64)."""
+  weights = 1.0 / np.arange(1, max_n + 1)
+  return weights / weights.sum()
+
+
+def span_choice(input_ids_L, maskable_L, seed, config, length_probabilities=None):
   """The span strategy with its draws, for :func:`choose_span_positions` and for tests.
 
   Args:
@@ -157,6 +169,8 @@ def span_choice(input_ids_L, maskable_L, seed, config):
     maskable_L: bool [L].
     seed: int64 [2] stateless seed.
     config: a ``masking.MaskingConfig`` with ``continuation`` set.
+    length_probabilities: P(length = 1, 2, ...) in words; None = the config's truncated
+      geometric (`span_length_probabilities`).
 
   Returns:
     ``(chosen_L, lengths_K, num_drawn)``: the chosen positions; the K = P span lengths (words)
@@ -167,7 +181,11 @@ def span_choice(input_ids_L, maskable_L, seed, config):
   )
   num_spans = config.max_predictions_per_seq  # Every span adds at least one token or ends it.
   length_seed, start_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-  cdf = np.cumsum(span_length_probabilities(config.span_geometric_p, config.max_span_length))
+  if length_probabilities is None:
+    length_probabilities = span_length_probabilities(
+      config.span_geometric_p, config.max_span_length
+    )
+  cdf = np.cumsum(length_probabilities)
   draw_K = tf.random.stateless_uniform([num_spans], seed=length_seed, dtype=tf.float64)
   # Inverse CDF: the length is 1 + the number of CDF steps below the draw.
   lengths_K = 1 + tf.reduce_sum(
@@ -219,10 +237,26 @@ def choose_span_positions(input_ids_L, maskable_L, seed, config):
   return span_choice(input_ids_L, maskable_L, seed, config)[0]
 
 
+def choose_ngram_positions(input_ids_L, maskable_L, seed, config):
+  """N-gram strategy (ALBERT): whole-word n-grams, n <= 3 with P(n) ~ 1/n, up to the budget.
+
+  Args:
+    input_ids_L: int32 [L].
+    maskable_L: bool [L].
+    seed: int64 [2] stateless seed.
+    config: a ``masking.MaskingConfig`` with ``continuation`` set.
+
+  Returns:
+    bool [L]: the chosen positions; at most the budget of tokens.
+  """
+  return span_choice(input_ids_L, maskable_L, seed, config, ngram_length_probabilities())[0]
+
+
 POSITION_STRATEGIES = {
   "token": choose_token_positions,
   "whole_word": choose_whole_word_positions,
   "span": choose_span_positions,
+  "ngram": choose_ngram_positions,
 }
 # Strategies that need to know where words start (``MaskingConfig.continuation``).
-WORD_STRATEGIES = frozenset({"whole_word", "span"})
+WORD_STRATEGIES = frozenset({"whole_word", "span", "ngram"})

@@ -3,7 +3,7 @@
 import flax.linen as nn
 import jax.numpy as jnp
 
-from bert_jax.models import layers
+from bert_jax.models import layers, span_boundary
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.encoder import Encoder
@@ -57,12 +57,13 @@ class MaskedLmHead(nn.Module):
   """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
 
   config: ModelConfig
+  width: int = 0  # Width of the word table; 0 = hidden_size (ALBERT's head works in E).
 
   @nn.compact
   def __call__(self, x_BPD, attend):
     config = self.config
-    h_BPD = layers.gelu(
-      layers.dense(config, config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
+    h_BPD = layers.activation(config)(
+      layers.dense(config, self.width or config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
     )
     h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
     bias_V = self.param(
@@ -97,4 +98,7 @@ class BertForPreTraining(nn.Module):
       x_BPD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
     mlm_logits_BPV = MaskedLmHead(self.config, name="mlm_head")(x_BPD, bert.attend)
     nsp_logits_B2 = layers.dense(self.config, 2, ("mlp", "classes"), "nsp_head")(pooled_BD)
-    return {"mlm_logits": mlm_logits_BPV, "nsp_logits": nsp_logits_B2.astype(jnp.float32)}
+    outputs = {"mlm_logits": mlm_logits_BPV, "nsp_logits": nsp_logits_B2.astype(jnp.float32)}
+    return span_boundary.add_logits(
+      self.config, outputs, x_BLD, masked_lm_positions_BP, bert.attend
+    )

@@ -36,7 +36,11 @@ class EncoderBlock(nn.Module):
     h_BLD = layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
     weights = tuple(holder() for holder in feed_forward_params(config))
     m_BLD = chunked_feed_forward(
-      h_BLD, weights, dtype=jnp.dtype(config.dtype), chunk_len=config.ffn_chunk_len
+      h_BLD,
+      weights,
+      dtype=jnp.dtype(config.dtype),
+      chunk_len=config.ffn_chunk_len,
+      activation=layers.activation(config),
     )
     m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
     out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
@@ -75,6 +79,7 @@ class ReversibleBlock(nn.Module):
       (self.intermediate(), self.output()),
       dtype=jnp.dtype(self.config.dtype),
       chunk_len=self.config.ffn_chunk_len,
+      activation=layers.activation(self.config),
     )
     return self.output_dropout(m_BLD, deterministic=self.deterministic)
 

@@ -29,6 +29,9 @@ _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 ATTENTION_KINDS = ("dense", "fused", "splash", "auto", "lsh", "local")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
+# ALBERT's cross-layer sharing: every layer's weights, only attention's, only the FFN's, none.
+LAYER_SHARING = ("all", "attention", "ffn", "none")
+HIDDEN_ACTIVATIONS = ("gelu", "gelu_new")  # Exact (erf) GELU; its tanh form (ALBERT v2).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +126,21 @@ class ModelConfig:
   lsh: LshOptions = option(
     default_factory=LshOptions, help="Options of the lsh and local attention kinds."
   )
+  embedding_size: int = option(
+    128, help="albert: width E of the token/position/type tables, projected to hidden_size."
+  )
+  layer_sharing: str = option(
+    "all", help="albert: cross-layer sharing, all | attention | ffn | none (ALBERT: all)."
+  )
+  hidden_act: str = option(
+    "gelu", help="Feed-forward / MLM-head activation: gelu (exact) | gelu_new (tanh, ALBERT v2)."
+  )
+  span_boundary_objective: bool = option(
+    False, help="SpanBERT's span boundary objective: an extra head and loss (sbo_loss)."
+  )
+  span_boundary_max_offset: int = option(
+    10, help="SBO: rows of its relative-position table; offsets in a span are clipped to it."
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:
@@ -158,6 +176,7 @@ class ModelConfig:
         f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
         "an unchunked feed-forward"
       )
+    _check_family_options(self)
     if self.reversible and self.remat_policy != "none":
       raise UserInputError(
         "model.reversible=True already recomputes activations in the backward pass; set "
@@ -167,6 +186,37 @@ class ModelConfig:
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
+
+
+def _check_family_options(config: ModelConfig):
+  """Validates the ALBERT and span-boundary keys (one line each, naming the fix)."""
+  if config.layer_sharing not in LAYER_SHARING:
+    raise UserInputError(
+      f"model.layer_sharing={config.layer_sharing!r} is unknown; "
+      f"choose one of {', '.join(LAYER_SHARING)}"
+    )
+  if config.hidden_act not in HIDDEN_ACTIVATIONS:
+    raise UserInputError(
+      f"model.hidden_act={config.hidden_act!r} is unknown; "
+      f"choose one of {', '.join(HIDDEN_ACTIVATIONS)}"
+    )
+  if config.embedding_size < 1 or config.span_boundary_max_offset < 1:
+    raise UserInputError(
+      f"model.embedding_size={config.embedding_size} and model.span_boundary_max_offset="
+      f"{config.span_boundary_max_offset} must be >= 1 (ALBERT: E=128; SpanBERT: 10)"
+    )
+  if config.family != names.ALBERT or config.layer_sharing == "none":
+    return
+  if config.reversible:
+    raise UserInputError(
+      f"model.reversible=True needs model.layer_sharing='none' for family albert "
+      f"(got {config.layer_sharing!r}); reversible layers each hold their own weights"
+    )
+  if config.scan_layers and config.layer_sharing != "all":
+    raise UserInputError(
+      f"model.scan_layers=True with model.layer_sharing={config.layer_sharing!r} is not "
+      "supported; use layer_sharing 'all' or 'none', or scan_layers=False"
+    )
 
 
 def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:

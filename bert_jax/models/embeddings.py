@@ -16,12 +16,13 @@ class Embeddings(nn.Module):
 
   config: ModelConfig
   deterministic: bool = True
+  width: int = 0  # Embedding width; 0 = hidden_size (ALBERT's factorised tables are narrower).
 
   def setup(self):
     config = self.config
     embed = lambda n, axes, name: nn.Embed(  # pylint: disable=g-long-lambda
       n,
-      config.hidden_size,
+      self.width or config.hidden_size,
       dtype=jnp.dtype(config.dtype),
       param_dtype=jnp.float32,
       embedding_init=layers.normal_init(config, axes),

@@ -11,6 +11,7 @@ import flax.linen as nn
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
+from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 
@@ -39,6 +40,7 @@ class Family:
 
 _FAMILIES = {
   names.BERT: Family(names.BERT, BertEncoder, BertForPreTraining),
+  names.ALBERT: Family(names.ALBERT, AlbertEncoder, AlbertForPreTraining),
   names.DISTILBERT: Family(
     names.DISTILBERT, DistilBertEncoder, DistilBertForMaskedLM, sentence_head=False
   ),

@@ -52,7 +52,7 @@ def feed_forward_params(config: ModelConfig, scopes=("intermediate", "output")):
   )
 
 
-def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
+def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int, activation=layers.gelu):
   """GELU MLP of BERT, optionally over chunks of ``chunk_len`` positions.
 
   Chunks run one after another under `jax.lax.map` and each is rematerialised, so neither the
@@ -65,6 +65,7 @@ def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
     weights: ((kernel_in [D, F], bias_in [F]), (kernel_out [F, D], bias_out [D])).
     dtype: compute dtype of the matmuls.
     chunk_len: positions per chunk; 0 (or >= L) runs the whole sequence at once.
+    activation: the nonlinearity between the two layers (`layers.activation`).
 
   Returns:
     [B, L, D] in ``dtype``.
@@ -74,7 +75,7 @@ def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int):
   def mlp(x_BQD):
     h_BQF = x_BQD.astype(dtype) @ kernel_in_DF.astype(dtype) + bias_in_F.astype(dtype)[None, None]
     h_BQF = nn.with_logical_constraint(
-      layers.gelu(h_BQF), (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_MLP)
+      activation(h_BQF), (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_MLP)
     )
     return h_BQF @ kernel_out_FD.astype(dtype) + bias_out_D.astype(dtype)[None, None]
 

@@ -43,3 +43,10 @@ def layer_norm(config: ModelConfig, name: str) -> nn.LayerNorm:
 def gelu(x):
   """The exact (erf) GELU of the original BERT, not the tanh approximation."""
   return jax.nn.gelu(x, approximate=False)
+
+
+def activation(config: ModelConfig):
+  """The config's ``hidden_act``: exact GELU ("gelu") or its tanh form ("gelu_new", ALBERT v2)."""
+  if config.hidden_act == "gelu_new":
+    return lambda x: jax.nn.gelu(x, approximate=True)
+  return gelu

@@ -22,7 +22,8 @@ def _cross_entropy(logits_NC, labels_N):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingTask:
-  """BERT pretraining: MLM at the masked positions, plus NSP when ``use_nsp``."""
+  """BERT pretraining: MLM at the masked positions, plus NSP / SOP when ``use_nsp``, plus
+  SpanBERT's boundary objective when the model config has ``span_boundary_objective``."""
 
   model_config: ModelConfig
   max_seq_length: int
@@ -97,6 +98,16 @@ class PretrainingTask:
       "mlm_weight": jnp.sum(weights_BP),
     }
     loss = sums["mlm_loss"] / denominators["mlm_weight"]
+    if self.model_config.span_boundary_objective:
+      # SpanBERT's boundary objective predicts the same tokens again, from the span's ends.
+      sbo_logits_BPV = outputs["sbo_logits"]
+      sums["sbo_loss"] = jnp.sum(
+        _cross_entropy(sbo_logits_BPV, batch["masked_lm_ids"]) * weights_BP
+      )
+      sums["sbo_accuracy"] = jnp.sum(
+        (jnp.argmax(sbo_logits_BPV, -1) == batch["masked_lm_ids"]) * weights_BP
+      )
+      loss = loss + sums["sbo_loss"] / denominators["mlm_weight"]
     if self.use_nsp:
       nsp_logits_B2 = outputs["nsp_logits"]
       labels_B = batch["next_sentence_labels"]
@@ -115,6 +126,10 @@ class PretrainingTask:
       "mlm_accuracy": float(sums["mlm_accuracy"]) / mlm_weight,
     }
     loss = metrics["mlm_loss"]
+    if self.model_config.span_boundary_objective:
+      metrics["sbo_loss"] = float(sums["sbo_loss"]) / mlm_weight
+      metrics["sbo_accuracy"] = float(sums["sbo_accuracy"]) / mlm_weight
+      loss += metrics["sbo_loss"]
     if self.use_nsp:
       examples = max(float(sums["examples"]), 1.0)
       metrics["nsp_loss"] = float(sums["nsp_loss"]) / examples

@@ -7,7 +7,7 @@ A ``task=distillation`` config times the whole distillation step: the frozen tea
 pass plus the student's update (MFU counts the student's FLOPs only).
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
-Hugging Face's FlaxBertForPreTraining trained the same way, measured in the same process in
+Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT) trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
 """
 

@@ -1,4 +1,4 @@
-"""Converts BERT weights: Hugging Face <-> bert_jax workdirs; original Google TF BERT -> bert_jax.
+"""Converts weights: Hugging Face BERT / ALBERT <-> bert_jax workdirs; Google TF BERT -> bert_jax.
 
   python -m bert_jax.tools.convert --from=hf --input=/models/bert-base-uncased \\
       --output=/runs/bert_base_hf
@@ -11,8 +11,9 @@
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
 BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do
-DistilBertModel and DistilBertForMaskedLM ones (``model_type`` in config.json picks the family;
-`models/interop/hf_families.py`). ``--to=hf`` writes
+DistilBertModel and DistilBertForMaskedLM ones, and ALBERT's (AlbertModel / AlbertForMaskedLM /
+AlbertForPreTraining; one shared layer group or one group per layer): ``model_type`` in
+config.json picks the family (`models/interop/hf_families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
 ``distilbert`` run: DistilBertModel or DistilBertForMaskedLM). A fine-tuned

@@ -1,8 +1,8 @@
-"""Hugging Face's FlaxBertForPreTraining (FlaxDistilBertForMaskedLM for DistilBERT) trained the
-same way, as a benchmark baseline.
+"""Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
+FlaxDistilBertForMaskedLM for DistilBERT) trained the same way, as a benchmark baseline.
 
 Same architecture, same optimizer (optax AdamW with the same mask and schedule), same loss
-(masked LM at the masked positions + NSP), same dropout; the difference measured is the model
+(masked LM at the masked positions + NSP / SOP), same dropout; the difference measured is the model
 implementation: Hugging Face scores every position with the vocabulary projection.
 """
 
@@ -48,8 +48,8 @@ def _distilbert_model_and_loss(transformers, model_config: ModelConfig, seed: in
 def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0):
   """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state).
 
-  ``model.family=distilbert`` gets FlaxDistilBertForMaskedLM (masked LM only), any other
-  FlaxBertForPreTraining.
+  ``model.family=distilbert`` gets FlaxDistilBertForMaskedLM (masked LM only), ``albert``
+  FlaxAlbertForPreTraining, any other FlaxBertForPreTraining.
   """
   import transformers  # pylint: disable=g-import-not-at-top
 
@@ -57,7 +57,10 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     model, loss_fn = _distilbert_model_and_loss(transformers, model_config, seed)
     return _jitted_step(model.params, loss_fn, optimizer)
 
-  hf_config = transformers.BertConfig(
+  albert = model_config.family == names.ALBERT
+  sizes = {"embedding_size": model_config.embedding_size} if albert else {}
+  hf_config = (transformers.AlbertConfig if albert else transformers.BertConfig)(
+    **sizes,
     vocab_size=model_config.vocab_size,
     hidden_size=model_config.hidden_size,
     num_hidden_layers=model_config.num_layers,
@@ -66,10 +69,18 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     max_position_embeddings=model_config.max_position_embeddings,
     hidden_dropout_prob=model_config.hidden_dropout_rate,
     attention_probs_dropout_prob=model_config.attention_dropout_rate,
-    hidden_act="gelu",
+    hidden_act=model_config.hidden_act,
+    **(
+      {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
+      if albert
+      else {}
+    ),
+  )
+  model_class = (
+    transformers.FlaxAlbertForPreTraining if albert else transformers.FlaxBertForPreTraining
   )
   with jax.numpy_rank_promotion("allow"):
-    model = transformers.FlaxBertForPreTraining(hf_config, seed=seed)
+    model = model_class(hf_config, seed=seed)
   params = model.params
 
   def loss_fn(params, batch, rng):
@@ -86,8 +97,9 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     )
     weights_BP = batch["masked_lm_weights"]
     mlm = optax.softmax_cross_entropy_with_integer_labels(logits_BPV, batch["masked_lm_ids"])
+    sentence_logits = outputs.sop_logits if albert else outputs.seq_relationship_logits
     nsp = optax.softmax_cross_entropy_with_integer_labels(
-      outputs.seq_relationship_logits, batch["next_sentence_labels"]
+      sentence_logits, batch["next_sentence_labels"]
     )
     return jnp.sum(mlm * weights_BP) / jnp.maximum(jnp.sum(weights_BP), 1.0) + jnp.mean(nsp)
 

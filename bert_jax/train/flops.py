@@ -7,6 +7,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from bert_jax import names
 from bert_jax.models.config import ModelConfig
 
 # Dense bf16 peaks from the vendors' data sheets, FLOP/s per device as jax enumerates them.
@@ -39,7 +40,12 @@ def train_flops_per_step(
   tokens = batch_size * seq_len
   per_token_layer = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * seq_len * d
   encoder = tokens * layers * per_token_layer + batch_size * 2 * (d * d + 2 * d)  # + pooler/NSP
-  mlm = batch_size * predictions_per_seq * 2 * (d * d + d * config.vocab_size)
+  # ALBERT: shared layers cost as much per application; its E-wide tables add the E -> H
+  # projection per token and make the MLM head H -> E -> vocab.
+  e = config.embedding_size if config.family == names.ALBERT else d
+  if config.family == names.ALBERT:
+    encoder += tokens * 2 * e * d
+  mlm = batch_size * predictions_per_seq * 2 * (d * e + e * config.vocab_size)
   return 3.0 * (encoder + mlm)
 
 

@@ -38,7 +38,8 @@ def _check_architecture(values, source: str):
   model_type = values.get("model_type", "bert")
   if model_type != "bert":
     raise UserInputError(
-      f"{source} describes a {model_type!r} model; convert handles BERT (model_type 'bert') only"
+      f"{source} describes a {model_type!r} model; convert handles BERT (model_type 'bert') "
+      "and ALBERT ('albert') only"
     )
   activation = values.get("hidden_act", "gelu")
   if activation != "gelu":

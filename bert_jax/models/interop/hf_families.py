@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_distilbert, hf_weights
+from bert_jax.models.interop import (
+  albert_config,
+  albert_weights,
+  hf_config,
+  hf_distilbert,
+  hf_weights,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +73,17 @@ _FORMATS = (
     hf_distilbert.params_from_hf,
     hf_distilbert.hf_from_params,
     hf_distilbert.architecture,
+  ),
+  HfFormat(
+    names.ALBERT,
+    "albert",
+    "ALBERT",
+    albert_config.model_config_from_albert_config,
+    albert_config.albert_config_from_model_config,
+    albert_weights.rows,
+    albert_weights.params_from_hf,
+    albert_weights.hf_from_params,
+    albert_weights.architecture,
   ),
 )
 
