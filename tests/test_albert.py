@@ -9,6 +9,7 @@ import pytest
 from bert_jax.errors import UserInputError
 from bert_jax.models import span_boundary
 from bert_jax.models.albert import AlbertForPreTraining
+from bert_jax.models.bert import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
 from bert_jax.parallel import sharding
 from bert_jax.tasks.pretraining import PretrainingTask
@@ -106,6 +107,18 @@ def test_span_boundaries_of_runs_of_masked_positions():
   np.testing.assert_array_equal(left[0, :6], [1, 1, 1, 6, 8, 8])
   np.testing.assert_array_equal(right[0, :6], [5, 5, 5, 8, 10, 10])  # 10 + 1 clipped to L - 1.
   np.testing.assert_array_equal(offset[0, :6], [0, 1, 2, 0, 0, 1])
+
+
+def test_any_family_takes_the_boundary_head():
+  config = model_config_from_dict(dict(_MODEL, family="bert"))
+  task = PretrainingTask(config, 32, 6)
+  batch = task.random_batch(2)
+  model = BertForPreTraining(config)
+  variables = jax.eval_shape(lambda: model.init(jax.random.key(0), *task.model_inputs(batch)))
+  assert "sbo_head" in variables["params"]
+  outputs = jax.eval_shape(model.apply, variables, *task.model_inputs(batch))
+  assert outputs["sbo_logits"].shape == (2, 6, 300)
+  assert outputs["sbo_logits"].dtype == jnp.float32
 
 
 def test_boundary_head_reads_only_the_boundaries():

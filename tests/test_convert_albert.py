@@ -258,3 +258,11 @@ def test_partial_sharing_has_no_hugging_face_layout():
   config = model_config_from_dict({"family": "albert", "size": "tiny", "layer_sharing": "ffn"})
   with pytest.raises(UserInputError, match="layer_sharing='ffn' has no Hugging Face ALBERT layout"):
     albert_config.albert_config_from_model_config(config, "AlbertForPreTraining")
+
+
+def test_bert_with_the_tanh_gelu_is_not_exported_as_exact_gelu():
+  from bert_jax.models.interop import hf_config  # pylint: disable=g-import-not-at-top
+
+  config = model_config_from_dict({"size": "tiny", "hidden_act": "gelu_new"})
+  with pytest.raises(UserInputError, match="model.hidden_act='gelu_new': Hugging Face BERT"):
+    hf_config.bert_config_from_model_config(config, "BertModel")

@@ -129,16 +129,14 @@ class PartlySharedEncoder(nn.Module):
     config, deterministic = self.config, self.deterministic
     attention_class = _remat(AttentionSublayer, config)
     ffn_class = _remat(FeedForwardSublayer, config)
-    shared_attention = config.layer_sharing == "attention"
-    if shared_attention:
-      attention = attention_class(config, deterministic, name="attention")
-    else:
-      ffn = ffn_class(config, deterministic, name="ffn")
+    share_attention = config.layer_sharing == "attention"
+    shared_class = attention_class if share_attention else ffn_class
+    shared = shared_class(config, deterministic, name=config.layer_sharing)
     for i in range(config.num_layers):
-      if not shared_attention:
-        attention = attention_class(config, deterministic, name=f"attention_{i}")
+      if share_attention:
+        attention, ffn = shared, ffn_class(config, deterministic, name=f"ffn_{i}")
       else:
-        ffn = ffn_class(config, deterministic, name=f"ffn_{i}")
+        attention, ffn = attention_class(config, deterministic, name=f"attention_{i}"), shared
       x_BLD = ffn(attention(x_BLD, segment_ids_BL))
     return x_BLD
 

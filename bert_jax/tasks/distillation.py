@@ -268,13 +268,16 @@ class DistillationTask:
     return metrics
 
 
-def make_task(model_config: ModelConfig, data_config, settings: DistillationConfig):
+def make_task(model_config: ModelConfig, data_config, data=None, *, settings: DistillationConfig):
   """The distillation objective of the student ``model_config`` and the configured teacher.
+
+  Sized by the `PretrainingDataConfig` (``data`` is unused), like pretraining's.
 
   Raises:
     UserInputError: no or unreadable teacher, another vocab, a teacher too short for the
       sequences, or widths that differ while the cosine term is on.
   """
+  del data
   teacher = read_teacher(settings.teacher, model_config)
   if teacher.model.max_position_embeddings < data_config.max_seq_length:
     raise UserInputError(

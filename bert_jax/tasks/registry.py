@@ -37,6 +37,7 @@ MAKE_TASK = {
   names.TAGGING: tagging_objective.make_task,
   names.SPAN_QA: span_qa_objective.make_task,
   names.MULTIPLE_CHOICE: multiple_choice_objective.make_task,
+  names.DISTILLATION: distillation.make_task,  # Also takes settings=<its config section>.
 }
 # Fine-tuning config.task -> make_data(data_config, tokenizer) of its data object.
 MAKE_FINETUNING_DATA = {
@@ -55,11 +56,10 @@ def make_task(settings, data=None):
     data: the data object of `make_data` (fine-tuning tasks need it; pretraining does not).
   """
   task = settings.trainer.task
-  if task == names.DISTILLATION:
-    return distillation.make_task(settings.model, settings.data, settings.distillation)
-  if data is None and task != names.PRETRAINING:
+  if data is None and task not in names.PRETRAINING_DATA_TASKS:
     raise ValueError(f"task {task!r} is sized by its data; pass make_data's result")
-  return MAKE_TASK[task](settings.model, settings.data, data)
+  extra = {"settings": settings.distillation} if task == names.DISTILLATION else {}
+  return MAKE_TASK[task](settings.model, settings.data, data, **extra)
 
 
 def make_data(settings):

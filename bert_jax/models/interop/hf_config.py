@@ -93,7 +93,15 @@ def bert_config_from_model_config(config: ModelConfig, architecture: str) -> dic
   Args:
     config: the bert_jax model (a post-LN BERT).
     architecture: the ``transformers`` class the weights fit best, e.g. "BertForPreTraining".
+
+  Raises:
+    UserInputError: the model computes another activation than the exact GELU.
   """
+  if config.hidden_act != "gelu":
+    raise UserInputError(
+      f"model.hidden_act={config.hidden_act!r}: Hugging Face BERT exports carry the exact GELU "
+      "('gelu') only, so this model's outputs would change; export a model trained with 'gelu'"
+    )
   values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
   values.update(
     architectures=[architecture],
