@@ -52,6 +52,10 @@ def base_config() -> ml_collections.ConfigDict:
   # profile_start_step into <workdir>/profile (TensorBoard's Profile tab); 0 steps = off.
   config.profile_start_step = 10  # Skip the first steps: they compile.
   config.profile_num_steps = 0
+  # Seconds; <workdir>/run.lock not renewed this long (its run died elsewhere) is taken over.
+  config.lock_lease_secs = 300.0
+  # XLA compilation cache (relative to the workdir, or absolute / gs://); "" = off.
+  config.compilation_cache_dir = "compilation_cache"
 
   config.model = ml_collections.ConfigDict()
   config.model.family = "bert"  # Model family (names.FAMILIES): which encoder and heads.

@@ -9,6 +9,7 @@ from typing import Any
 
 import ml_collections
 
+from bert_jax.config_fields import option
 from bert_jax.data.pretraining_pipeline import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
@@ -41,6 +42,16 @@ class TrainerConfig:
   peak_flops_per_device: float = 0.0
   profile_start_step: int = 10  # Profiler trace from this state.step (train/profiling.py) ...
   profile_num_steps: int = 0  # ... for this many updates; 0 = no trace.
+  lock_lease_secs: float = option(
+    300.0,
+    help="Lease of <workdir>/run.lock, renewed while the run lives; a lock not renewed for "
+    "this long (a run that died on another host) is taken over.",
+  )
+  compilation_cache_dir: str = option(
+    "compilation_cache",
+    help="Persistent XLA compilation cache, relative to the workdir or absolute (gs:// too); "
+    "a restarted run loads its compiled programs instead of recompiling; empty = off.",
+  )
 
 
 @dataclasses.dataclass(frozen=True)
