@@ -12,10 +12,11 @@ import json
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.tools import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps per implementation (after warmup).")
@@ -44,11 +45,17 @@ def main(argv):
     setup,  # pylint: disable=g-import-not-at-top
   )
   from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
+  from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
+    check_batch_fits_mesh,
+    settings_from_config,
+  )
 
   settings = settings_from_config(_CONFIG.value)
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
+  check_batch_fits_mesh(
+    settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
+  )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
     state = state_lib.init_state(
@@ -117,4 +124,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  raise SystemExit(cli.run_absl(main))

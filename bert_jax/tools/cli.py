@@ -67,3 +67,26 @@ def run(
     print(error_lines.parse_error_line(error, argv), file=sys.stderr, flush=True)
     return error_lines.USER_ERROR_EXIT
   return guard(lambda: body(values))
+
+
+def run_absl(main: Callable[[list], object], argv=None) -> int:
+  """`run` for tools that define their flags on absl's global ``flags.FLAGS``.
+
+  Args:
+    main: the tool's ``main(argv)``, called with the arguments left after the flags.
+    argv: program name and arguments (default ``sys.argv``).
+
+  Returns:
+    0 on success; 2 after one ``error:`` line for bad flags or input (see `guard`).
+  """
+  argv = sys.argv if argv is None else list(argv)
+  if any(arg in ("-h", "--help", "--helpfull") for arg in argv[1:]):
+    print(flags.FLAGS.main_module_help())
+    return 0
+  flags.FLAGS.unparse_flags()  # In-process callers (tests) may parse several times.
+  try:
+    rest = flags.FLAGS(argv)
+  except Exception as error:  # pylint: disable=broad-except
+    print(error_lines.parse_error_line(error, argv), file=sys.stderr, flush=True)
+    return error_lines.USER_ERROR_EXIT
+  return guard(lambda: main(rest))

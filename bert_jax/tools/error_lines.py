@@ -115,6 +115,20 @@ def _storage_value_error_line(error: ValueError) -> str | None:
   return f"storage error ({first}); check the path, its permissions and the free space"
 
 
+def _tensorflow_error_line(error: Exception) -> str | None:
+  """tf.data's errors about input files (checked by name: importing TF here costs seconds)."""
+  first = (str(error).strip().splitlines() or [""])[0][:160]
+  fixes = {
+    "DataLossError": "a record file is corrupt or truncated",
+    "NotFoundError": "an input file does not exist",
+    "PermissionDeniedError": "an input file cannot be read",
+  }
+  problem = fixes.get(type(error).__name__)
+  if problem is None:
+    return None
+  return f"{problem} ({first}); check the files or write them again"
+
+
 def _decode_error_line(error: UnicodeDecodeError) -> str:
   byte = error.object[error.start : error.start + 1].hex()
   return (
@@ -187,6 +201,8 @@ def describe(error: BaseException) -> tuple[str, int] | None:
     line = _decode_error_line(error)
   elif isinstance(error, SyntaxError):
     line = _config_file_line(error)
+  elif type(error).__module__.startswith("tensorflow"):
+    line = _tensorflow_error_line(error)
   elif isinstance(error, ValueError):
     line = _storage_value_error_line(error)
   else:

@@ -69,7 +69,7 @@ def restore_newest(checkpointer: Checkpointer, abstract_state, abstract_rng):
       logging.warning("Checkpoint %s/%d does not restore: %s", checkpointer.directory, step, error)
       continue
     if failures:
-      _set_aside(checkpointer, failures)
+      _set_aside(checkpointer, failures, step)
     logging.info("Resuming from %s/%d", checkpointer.directory, step)
     return restored
   if failures:
@@ -81,16 +81,17 @@ def restore_newest(checkpointer: Checkpointer, abstract_state, abstract_rng):
   return None
 
 
-def _set_aside(checkpointer: Checkpointer, failures):
+def _set_aside(checkpointer: Checkpointer, failures, resume_step: int):
   """Moves the damaged steps out of ``checkpoints/`` (process 0) and tells the manager."""
   if jax.process_index() == 0:
     for step, reason in failures:
       target = _move_aside(checkpointer, step)
       logging.warning(
-        "Checkpoint step %d is damaged (%s); moved it to %s and resumed from an earlier step",
+        "Checkpoint step %d is damaged (%s); moved it to %s, resuming from step %d",
         step,
         reason,
         target,
+        resume_step,
       )
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices("damaged checkpoints moved aside")

@@ -93,8 +93,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _open_store(directory) -> ts.KvStore:
-  path = str(directory)
-  spec = f"{path.rstrip('/')}/" if "://" in path else {"driver": "file", "path": path}
+  # Keys are appended to the path without a separator: the path must end in "/".
+  path = str(directory).rstrip("/") + "/"
+  spec = path if "://" in path else {"driver": "file", "path": path}
   return ts.KvStore.open(spec).result()
 
 

@@ -15,6 +15,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.train import validation
 from bert_jax.train.optimizer import OptimizerConfig
 
 TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice")
@@ -92,7 +93,9 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
   mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
   trainer = _section(TrainerConfig, values, "top-level")
   _check_consistency(trainer, model, data)
-  return RunSettings(trainer=trainer, model=model, data=data, optimizer=optimizer, mesh=mesh)
+  settings = RunSettings(trainer=trainer, model=model, data=data, optimizer=optimizer, mesh=mesh)
+  validation.check_ranges(settings)
+  return settings
 
 
 def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
