@@ -9,6 +9,7 @@ On Cloud TPU VM slices every worker runs the same command; `jax.distributed` fin
 
 import logging as std_logging
 import os
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -18,12 +19,17 @@ from bert_jax.errors import UserInputError
 from bert_jax.tools import cli
 
 
-def _define_flags(values: flags.FlagValues):
+def _define_flags(values: flags.FlagValues, argv):
   flags.DEFINE_string(
     "workdir", None, "Run directory: config, checkpoints, metrics.", flag_values=values
   )
   config_flags.DEFINE_config_file(
-    "config", None, "Config file (configs/*.py).", flag_values=values, lock_config=True
+    "config",
+    None,
+    "Config file (configs/*.py).",
+    flag_values=values,
+    lock_config=True,
+    sys_argv=argv,  # --config.<key> overrides come from these arguments, not sys.argv.
   )
   flags.DEFINE_string(
     "coordinator_address",
@@ -57,16 +63,19 @@ class _HideLibraryInfo:
 
 
 def _train(values: flags.FlagValues):
-  if not values["config"].value or not values["workdir"].value:
-    raise flags.Error(
-      "--config and --workdir are required, e.g. --config=configs/bert_tiny.py "
-      "--workdir=/tmp/bert_tiny"
-    )
+  # config_flags loads the file lazily: name a missing one before anything touches the config.
   config_file = values["config"].config_filename
-  if not os.path.isfile(config_file):
+  if config_file and not os.path.isfile(config_file):
+    config_file = config_file.rsplit(":", 1)[0]  # configs/x.py:<arg>
+  if config_file and not os.path.isfile(config_file):
     raise UserInputError(
       f"the config file {config_file} does not exist or is not a file; pass "
       "--config=configs/<name>.py"
+    )
+  if not config_file or not values["workdir"].value:
+    raise flags.Error(
+      "--config and --workdir are required, e.g. --config=configs/bert_tiny.py "
+      "--workdir=/tmp/bert_tiny"
     )
   _initialize_distributed(values)
   import jax  # pylint: disable=g-import-not-at-top
@@ -90,7 +99,8 @@ def run(argv=None) -> int:
   Tests call this in-process; bad input gives one ``error:`` line and 2 (3: non-finite loss).
   """
   environment.quiet_tensorflow()
-  return cli.run(__doc__, _define_flags, _train, argv)
+  argv = sys.argv if argv is None else list(argv)
+  return cli.run(__doc__, lambda values: _define_flags(values, argv), _train, argv)
 
 
 def _main(argv):

@@ -84,9 +84,13 @@ def run_absl(main: Callable[[list], object], argv=None) -> int:
     print(flags.FLAGS.main_module_help())
     return 0
   flags.FLAGS.unparse_flags()  # In-process callers (tests) may parse several times.
+  # ml_collections reads --config.<key> overrides from sys.argv while parsing.
+  program_argv, sys.argv = sys.argv, argv
   try:
     rest = flags.FLAGS(argv)
   except Exception as error:  # pylint: disable=broad-except
     print(error_lines.parse_error_line(error, argv), file=sys.stderr, flush=True)
     return error_lines.USER_ERROR_EXIT
+  finally:
+    sys.argv = program_argv
   return guard(lambda: main(rest))

@@ -24,7 +24,14 @@ NON_FINITE_EXIT = 3
 # TensorStore (under Orbax) reports storage failures as ValueError with a status code and,
 # for a failed write, the file and the OS error.
 _STORAGE_STATUS = re.compile(r"\b(RESOURCE_EXHAUSTED|PERMISSION_DENIED|NOT_FOUND|DATA_LOSS)\b")
-_FAILED_PATH = re.compile(r'(?:Failed writing|Error writing|Error reading)[^"]*"([^"]+)"')
+# The file TensorStore names, most specific first.
+_FAILED_PATHS = (
+  re.compile(r'Failed (?:writing|reading): "([^"]+)"'),
+  re.compile(r'local file "([^"]+)"'),
+  re.compile(r'(?:Error writing|Error reading)[^"]*"([^"]+)"'),
+)
+# A file inside a checkpoint being written: the step directory is what the user knows.
+_CHECKPOINT_STEP = re.compile(r"^(.*/checkpoints/\d+)(?:\.orbax-checkpoint-tmp[^/]*)?(?:/|$)")
 _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
 _DID_YOU_MEAN = re.compile(r'Did you mean "([^"]+)" instead of "([^"]+)"')
 _FIRST_NAME = re.compile(r"[A-Za-z_][\w.]*|$")
@@ -63,6 +70,8 @@ def disk_full_line(path: str) -> str:
   """What a full disk at ``path`` means for the user: free space now, and what a save needs."""
   free = shutil.disk_usage(_existing_ancestor(path)).free
   needed = _checkpoint_size(path)
+  step = _CHECKPOINT_STEP.match(path)
+  path = step.group(1) if step else path
   need = f"; a checkpoint here takes {_human_bytes(needed)}" if needed else ""
   return (
     f"no space left on the device writing {path} ({_human_bytes(free)} free{need}); free "
@@ -103,8 +112,8 @@ def _storage_value_error_line(error: ValueError) -> str | None:
   status = _STORAGE_STATUS.search(text)
   if not status:
     return None
-  path_match = _FAILED_PATH.search(text)
-  path = path_match.group(1) if path_match else ""
+  matches = (pattern.search(text) for pattern in _FAILED_PATHS)
+  path = next((m.group(1) for m in matches if m), "")
   code = _OS_ERROR_CODE.search(text)
   if (code and int(code.group(1)) == errno.ENOSPC) or "No space left" in text:
     return disk_full_line(path or ".")
@@ -127,6 +136,16 @@ def _tensorflow_error_line(error: Exception) -> str | None:
   if problem is None:
     return None
   return f"{problem} ({first}); check the files or write them again"
+
+
+def _import_error_line(error: ImportError) -> str | None:
+  """An optional dependency a tool needs; None for a broken import inside bert_jax (a bug)."""
+  if "pip install" in str(error):  # Our own message, naming the package to install.
+    return str(error)
+  name = error.name or ""
+  if isinstance(error, ModuleNotFoundError) and name and not name.startswith("bert_jax"):
+    return f"the Python package {name} is not installed; pip install {name.split('.')[0]}"
+  return None
 
 
 def _decode_error_line(error: UnicodeDecodeError) -> str:
@@ -156,6 +175,11 @@ def parse_error_line(error: BaseException, argv) -> str:
   described = describe(error)
   if described is not None:
     return described[0]
+  if "get_config" in str(error):
+    return _shorten(
+      "error: the --config file defines no get_config(); define get_config(arg=None) "
+      "returning the ConfigDict (see configs/bert_tiny.py)"
+    )
   if isinstance(error, (AttributeError, KeyError)):
     # ml_collections nests the KeyError's repr, e.g. '\\'hiden_size\\'\\nDid you mean ...'.
     text = str(error)
@@ -201,6 +225,8 @@ def describe(error: BaseException) -> tuple[str, int] | None:
     line = _decode_error_line(error)
   elif isinstance(error, SyntaxError):
     line = _config_file_line(error)
+  elif isinstance(error, ImportError):
+    line = _import_error_line(error)
   elif type(error).__module__.startswith("tensorflow"):
     line = _tensorflow_error_line(error)
   elif isinstance(error, ValueError):
