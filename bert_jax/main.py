@@ -12,6 +12,7 @@ import os
 import sys
 
 from absl import app, flags, logging
+from etils import epath
 from ml_collections import config_flags
 
 from bert_jax import environment
@@ -65,9 +66,9 @@ class _HideLibraryInfo:
 def _train(values: flags.FlagValues):
   # config_flags loads the file lazily: name a missing one before anything touches the config.
   config_file = values["config"].config_filename
-  if config_file and not os.path.isfile(config_file):
+  if config_file and not epath.Path(config_file).is_file():
     config_file = config_file.rsplit(":", 1)[0]  # configs/x.py:<arg>
-  if config_file and not os.path.isfile(config_file):
+  if config_file and not epath.Path(config_file).is_file():
     raise UserInputError(
       f"the config file {config_file} does not exist or is not a file; pass "
       "--config=configs/<name>.py"
