@@ -12,33 +12,45 @@ import os
 import sys
 
 from absl import app, flags, logging
+from etils import epath
 from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-
-_WORKDIR = flags.DEFINE_string(
-  "workdir", None, "Run directory: config, checkpoints, metrics.", required=True
-)
-_CONFIG = config_flags.DEFINE_config_file(
-  "config", None, "Config file (configs/*.py).", lock_config=True
-)
-_COORDINATOR = flags.DEFINE_string(
-  "coordinator_address", None, "host:port of process 0, for multi-process runs off TPU."
-)
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the run.")
-_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
+from bert_jax.tools import cli
 
 
-def _initialize_distributed():
+def _define_flags(values: flags.FlagValues, argv):
+  flags.DEFINE_string(
+    "workdir", None, "Run directory: config, checkpoints, metrics.", flag_values=values
+  )
+  config_flags.DEFINE_config_file(
+    "config",
+    None,
+    "Config file (configs/*.py).",
+    flag_values=values,
+    lock_config=True,
+    sys_argv=argv,  # --config.<key> overrides come from these arguments, not sys.argv.
+  )
+  flags.DEFINE_string(
+    "coordinator_address",
+    None,
+    "host:port of process 0, for multi-process runs off TPU.",
+    flag_values=values,
+  )
+  flags.DEFINE_integer("num_processes", None, "Processes in the run.", flag_values=values)
+  flags.DEFINE_integer("process_id", None, "This process's index.", flag_values=values)
+
+
+def _initialize_distributed(values: flags.FlagValues):
   """Joins the multi-process run if there is one (explicit flags, or a multi-host TPU slice)."""
   import jax  # pylint: disable=g-import-not-at-top
 
-  if _COORDINATOR.value:
+  if values["coordinator_address"].value:
     jax.distributed.initialize(
-      coordinator_address=_COORDINATOR.value,
-      num_processes=_NUM_PROCESSES.value,
-      process_id=_PROCESS_ID.value,
+      coordinator_address=values["coordinator_address"].value,
+      num_processes=values["num_processes"].value,
+      process_id=values["process_id"].value,
     )
   elif "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):
     jax.distributed.initialize()
@@ -51,33 +63,57 @@ class _HideLibraryInfo:
     return record.levelno > std_logging.INFO or "/orbax/" not in record.pathname
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  environment.quiet_tensorflow()
-  logging.get_absl_handler().addFilter(_HideLibraryInfo())
-  try:
-    _initialize_distributed()
-    import jax  # pylint: disable=g-import-not-at-top
-
-    from bert_jax.train import loop  # pylint: disable=g-import-not-at-top
-
-    logging.info(
-      "process %d of %d; %d local / %d global devices (%s)",
-      jax.process_index(),
-      jax.process_count(),
-      jax.local_device_count(),
-      jax.device_count(),
-      jax.devices()[0].device_kind,
+def _train(values: flags.FlagValues):
+  # config_flags loads the file lazily: name a missing one before anything touches the config.
+  config_file = values["config"].config_filename
+  if config_file and not epath.Path(config_file).is_file():
+    config_file = config_file.rsplit(":", 1)[0]  # configs/x.py:<arg>
+  if config_file and not epath.Path(config_file).is_file():
+    raise UserInputError(
+      f"the config file {config_file} does not exist or is not a file; pass "
+      "--config=configs/<name>.py"
     )
-    loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except (UserInputError, FileNotFoundError) as error:
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(2)
-  except loop.NonFiniteLossError as error:
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(3)
+  if not config_file or not values["workdir"].value:
+    raise flags.Error(
+      "--config and --workdir are required, e.g. --config=configs/bert_tiny.py "
+      "--workdir=/tmp/bert_tiny"
+    )
+  _initialize_distributed(values)
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.train import loop  # pylint: disable=g-import-not-at-top
+
+  logging.info(
+    "process %d of %d; %d local / %d global devices (%s)",
+    jax.process_index(),
+    jax.process_count(),
+    jax.local_device_count(),
+    jax.device_count(),
+    jax.devices()[0].device_kind,
+  )
+  loop.train_and_evaluate(values["config"].value, values["workdir"].value)
+
+
+def run(argv=None) -> int:
+  """Trains (or resumes) the run ``argv`` describes; returns the exit status.
+
+  Tests call this in-process; bad input gives one ``error:`` line and 2 (3: non-finite loss).
+  """
+  environment.quiet_tensorflow()
+  argv = sys.argv if argv is None else list(argv)
+  return cli.run(__doc__, lambda values: _define_flags(values, argv), _train, argv)
+
+
+def _main(argv):
+  logging.get_absl_handler().addFilter(_HideLibraryInfo())
+  status = run(argv)
+  if status:
+    # A failed asynchronous save leaves Orbax threads that would print pages of tracebacks at
+    # interpreter exit, burying the one error line; nothing is left to flush.
+    logging.flush()
+    os._exit(status)  # pylint: disable=protected-access
 
 
 if __name__ == "__main__":
-  app.run(main)
+  # absl's own flags (logging) keep their defaults; ours are parsed by `run`.
+  app.run(_main, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), argv)[1])

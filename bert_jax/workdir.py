@@ -3,6 +3,7 @@
   <workdir>/config.json          the resolved config of the run
   <workdir>/vocab.txt            the vocab of converted weights (runs name theirs in config.json)
   <workdir>/checkpoints/<step>/  Orbax checkpoints
+  <workdir>/checkpoints.damaged/<step>/  checkpoints that did not restore, kept for inspection
   <workdir>/metrics.jsonl        one JSON object per logged step
   <workdir>/tensorboard/         TensorBoard event files
   <workdir>/profile/             profiler traces
@@ -24,6 +25,7 @@ from bert_jax.errors import UserInputError
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
 CHECKPOINTS_DIR = "checkpoints"
+DAMAGED_CHECKPOINTS_DIR = "checkpoints.damaged"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 PROFILE_DIR = "profile"
@@ -58,6 +60,10 @@ class Workdir:
   @property
   def checkpoints(self) -> epath.Path:
     return self.path / CHECKPOINTS_DIR
+
+  @property
+  def damaged_checkpoints(self) -> epath.Path:
+    return self.path / DAMAGED_CHECKPOINTS_DIR
 
   @property
   def metrics(self) -> epath.Path:

@@ -27,9 +27,18 @@ def is_file(path: str) -> bool:
   return gfile.exists(path) and not gfile.isdir(path)
 
 
+def is_dir(path: str) -> bool:
+  return _gfile().isdir(path)
+
+
+def missing_file_reason(path: str) -> str:
+  """Why ``path`` is not a readable file, in words ("does not exist" or "is a directory")."""
+  return "is a directory, not a file" if is_dir(path) else "does not exist"
+
+
 def _require_file(path: str):
   if not is_file(path):
-    raise FileNotFoundError(f"{path} does not exist")
+    raise FileNotFoundError(f"{path} {missing_file_reason(path)}")
 
 
 @contextlib.contextmanager

@@ -33,8 +33,8 @@ def expand_paths(paths):
       expanded.extend(matches)
     elif not files.is_file(path):
       raise FileNotFoundError(
-        f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
-        "sentence per line and blank lines between documents"
+        f"corpus file {path} {files.missing_file_reason(path)}; set data.corpus_paths to text "
+        "files with one sentence per line and blank lines between documents"
       )
     else:
       expanded.append(path)
@@ -57,8 +57,8 @@ def read_documents_from_file(path):
   """
   if not files.is_file(path):
     raise FileNotFoundError(
-      f"corpus file {path} does not exist; set data.corpus_paths to text files with one "
-      "sentence per line and blank lines between documents"
+      f"corpus file {path} {files.missing_file_reason(path)}; set data.corpus_paths to text "
+      "files with one sentence per line and blank lines between documents"
     )
   documents = []
   current = []
@@ -80,6 +80,11 @@ def read_documents_from_file(path):
     documents.append(current)
   if num_undecodable:
     logging.warning("skipped %d lines of %s that are not valid UTF-8", num_undecodable, path)
+  if num_undecodable > sum(map(len, documents)):  # A binary file, not text with a stray byte.
+    raise UserInputError(
+      f"corpus file {path} is not UTF-8 text ({num_undecodable} undecodable lines); point at "
+      "text files with one sentence per line"
+    )
   if not documents:
     raise UserInputError(
       f"corpus file {path} contains no text; it needs one sentence per line with blank lines "

@@ -138,9 +138,10 @@ def split_documents(num_documents, eval_fraction):
   num_eval = 0 if eval_fraction == 0.0 else max(2, round(eval_fraction * num_documents))
   if num_documents - num_eval < 2:
     raise UserInputError(
-      f"the corpus has {num_documents} documents; holding out {num_eval} for eval leaves "
-      f"{num_documents - num_eval} for training, but sentence pairs need at least 2: add "
-      "documents (blank lines separate them) or lower data.eval_fraction"
+      f"the corpus has {num_documents} document(s) but needs at least {num_eval + 2}: 2 to "
+      f"train on (sentence pairs draw from another document) and {num_eval} held out for "
+      "eval; add documents (blank lines separate them)"
+      + (" or set data.eval_fraction=0" if num_eval else "")
     )
   order = np.random.default_rng(_EVAL_SPLIT_SEED).permutation(num_documents)
   return np.sort(order[num_eval:]), np.sort(order[:num_eval])

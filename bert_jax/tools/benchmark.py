@@ -7,7 +7,8 @@ A ``task=distillation`` config times the whole distillation step: the frozen tea
 pass plus the student's update (MFU counts the student's FLOPs only).
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
-Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT) trained the same way, measured in the same process in
+Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
+FlaxDistilBertForMaskedLM for DistilBERT) trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
 """
 
@@ -15,10 +16,12 @@ import json
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.errors import UserInputError
+from bert_jax.tools import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps per implementation (after warmup).")
@@ -47,16 +50,22 @@ def main(argv):
     setup,  # pylint: disable=g-import-not-at-top
   )
   from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
+  from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
+    check_batch_fits_mesh,
+    settings_from_config,
+  )
 
   settings = settings_from_config(_CONFIG.value)
   if _BASELINE.value == "hf_flax" and settings.trainer.task != "pretraining":
-    raise app.UsageError(
+    raise UserInputError(
       "--baseline=hf_flax times Hugging Face's pretraining step; pass "
       "--config.task=pretraining to compare the family's step with it"
     )
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
+  check_batch_fits_mesh(
+    settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
+  )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
     state = state_lib.init_state(
@@ -127,4 +136,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  raise SystemExit(cli.run_absl(main))

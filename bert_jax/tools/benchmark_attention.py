@@ -25,9 +25,9 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
-from bert_jax.tools import attention_timing
+from bert_jax.tools import attention_timing, cli
 
 _KINDS = flags.DEFINE_list("kinds", ["dense", "lsh", "local"], "Attention kinds.")
 _LENGTHS = flags.DEFINE_list("lengths", ["1024", "4096", "16384", "65536"], "Sequence lengths.")
@@ -170,4 +170,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  raise SystemExit(cli.run_absl(main))

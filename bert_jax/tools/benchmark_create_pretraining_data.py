@@ -45,16 +45,35 @@ def build_input(path, size_mb, seed):
           break
 
 
+def _sizes(text):
+  """``--sizes_mb``: comma-separated positive integers (argparse reports anything else)."""
+  try:
+    sizes = [int(s) for s in text.split(",")]
+  except ValueError:
+    sizes = []
+  if not sizes or min(sizes) < 1:
+    raise argparse.ArgumentTypeError(
+      f"{text!r} is not a comma-separated list of sizes, e.g. 18,180"
+    )
+  return sizes
+
+
+def _at_least_two(text):
+  if not text.lstrip("-").isdigit() or int(text) < 2:
+    raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 2, e.g. 2000")
+  return int(text)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(
     prog="python -m bert_jax.tools.benchmark_create_pretraining_data"
   )
-  parser.add_argument("--sizes_mb", default="18,180")
-  parser.add_argument("--window_documents", type=int, default=2000)
+  parser.add_argument("--sizes_mb", type=_sizes, default="18,180")
+  parser.add_argument("--window_documents", type=_at_least_two, default=2000)
   args = parser.parse_args(argv)
   result = {"window_documents": args.window_documents}
   with tempfile.TemporaryDirectory() as tmp:
-    for size in (int(s) for s in args.sizes_mb.split(",")):
+    for size in args.sizes_mb:
       text = os.path.join(tmp, f"input_{size}mb.txt")
       build_input(text, size, seed=size)
       out = os.path.join(tmp, f"out_{size}")

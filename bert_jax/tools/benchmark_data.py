@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline
-from bert_jax.tools import create_pretraining_data
+from bert_jax.tools import cli, create_pretraining_data
 
 
 def _write_default_records(directory, max_seq_length):
@@ -61,6 +61,11 @@ def main(argv=None):
   parser.add_argument("--num_batches", type=int, default=100)
   parser.add_argument("--warmup_batches", type=int, default=10)
   args = parser.parse_args(argv)
+  return cli.guard(lambda: _benchmark(args))
+
+
+def _benchmark(args):
+  """Measures the pipeline ``args`` describe and prints one JSON line."""
   with tempfile.TemporaryDirectory() as directory:
     pattern = args.tfrecord_pattern or _write_default_records(directory, args.max_seq_length)
     config = pretraining_config.PretrainingDataConfig(
@@ -91,7 +96,6 @@ def main(argv=None):
       }
     )
   )
-  return 0
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ import os
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 
-from bert_jax.tools import attention_timing
+from bert_jax.tools import attention_timing, cli
 
 _LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
@@ -130,4 +130,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  raise SystemExit(cli.run_absl(main))

@@ -28,6 +28,7 @@ import unicodedata
 from absl import logging
 
 from bert_jax.data import sentences, wordpiece_training
+from bert_jax.tools import cli
 
 _GENSIM_VERSION = "4.4.0"
 _SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -294,14 +295,18 @@ def _parse_args(argv):
 def main(argv=None):
   args = _parse_args(argv)
   logging.set_verbosity(logging.INFO)
-  source = args.source or _gensim_sample_path()
-  output_dir = args.output_dir or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
-  )
-  build_corpus(
-    source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
-  )
+
+  def body():
+    source = args.source or _gensim_sample_path()
+    output_dir = args.output_dir or os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
+    )
+    build_corpus(
+      source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
+    )
+
+  return cli.guard(body)
 
 
 if __name__ == "__main__":
-  main(sys.argv[1:])
+  raise SystemExit(main(sys.argv[1:]))

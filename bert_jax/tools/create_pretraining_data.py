@@ -40,6 +40,7 @@ from bert_jax.data import (
   tokenization,
 )
 from bert_jax.errors import UserInputError
+from bert_jax.tools import cli
 
 INPUT_FORMATS = ("bert", "paragraphs")
 
@@ -233,17 +234,17 @@ def parse_args(argv):
 
 def main(argv=None):
   logging.set_verbosity(logging.INFO)
-  try:
+
+  def body():
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.num_workers > 1:
       with multiprocessing.get_context("spawn").Pool(args.num_workers) as pool:
         pool.map(_run_in_worker, [(args, p) for p in range(args.process_count)])
     else:
       run_process(args, args.process_index)
-  except (UserInputError, FileNotFoundError) as e:
-    print(f"create_pretraining_data: {e}", file=sys.stderr)
-    return 1
-  return 0
+
+  # Status 1 for bad input, as this tool has always returned.
+  return cli.guard(body, user_error_status=1)
 
 
 if __name__ == "__main__":

@@ -296,7 +296,7 @@ def _embed(values: flags.FlagValues):
     raise UserInputError(f"--input={input_path} is empty")
   if values["batch_size"].value < 1:
     raise UserInputError(f"--batch_size={values['batch_size'].value} must be at least 1")
-  run = workdir_params.read_run(values["checkpoint"].value)
+  run = workdir_params.read_run(values["checkpoint"].value, flag="--checkpoint")
   max_positions = run.model.max_position_embeddings
   max_seq_length = values["max_seq_length"].value or max_positions
   if not 3 <= max_seq_length <= max_positions:

@@ -21,6 +21,7 @@ from absl import logging
 
 from bert_jax.data import text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
+from bert_jax.tools import cli
 
 KINDS = ("wordpiece", "sentencepiece")
 MODEL_TYPES = ("unigram", "bpe")
@@ -36,7 +37,20 @@ def _joined_text(files, directory):
         out.write("\n".join(document) + "\n\n")
       if bad_lines:
         logging.warning("%s: skipped %d lines that are not valid UTF-8", file, bad_lines)
+        if bad_lines > sum(map(len, documents)):
+          raise UserInputError(
+            f"{file} is mostly not UTF-8 text ({bad_lines} undecodable lines); pass text files"
+          )
   return path
+
+
+def _check_size(inputs: str, entries: int, vocab_size: int):
+  """A vocab smaller than asked means too little (or no real) text: refuse, write nothing."""
+  if entries < vocab_size:
+    raise UserInputError(
+      f"--input={inputs} gives only {entries} vocab entries but --vocab_size={vocab_size} was "
+      "asked; give more text or lower --vocab_size"
+    )
 
 
 def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
@@ -55,32 +69,43 @@ def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
     text_path = _joined_text(files, directory)
     if kind == "wordpiece":
       tokens = wordpiece_training.train_wordpiece_vocab(text_path, vocab_size)
+      _check_size(inputs, len(tokens), vocab_size)
       with open(output, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(t + "\n" for t in tokens))
     else:
       import sentencepiece  # pylint: disable=g-import-not-at-top
 
       prefix = os.path.join(directory, "sp")
-      sentencepiece.SentencePieceTrainer.train(
-        input=text_path,
-        model_prefix=prefix,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        pad_id=0,
-        unk_id=1,
-        bos_id=-1,
-        eos_id=-1,
-        pad_piece="[PAD]",
-        unk_piece="[UNK]",
-        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        num_threads=1,
-        shuffle_input_sentence=False,
-        minloglevel=2,
-      )
+      try:
+        _train_sentencepiece(sentencepiece, text_path, prefix, vocab_size, model_type)
+      except RuntimeError as error:  # SentencePiece's way of saying the text is too small.
+        raise UserInputError(
+          f"SentencePiece could not train on --input={inputs} ({str(error).strip()[:120]}); "
+          "give more text or lower --vocab_size"
+        ) from None
       shutil.copyfile(prefix + ".model", output)
   tokenizer = tokenization.load_tokenizer(output)
   logging.info("wrote %s: %d entries", output, tokenizer.vocab_size)
   return tokenizer
+
+
+def _train_sentencepiece(sentencepiece, text_path, prefix, vocab_size, model_type):
+  sentencepiece.SentencePieceTrainer.train(
+    input=text_path,
+    model_prefix=prefix,
+    vocab_size=vocab_size,
+    model_type=model_type,
+    pad_id=0,
+    unk_id=1,
+    bos_id=-1,
+    eos_id=-1,
+    pad_piece="[PAD]",
+    unk_piece="[UNK]",
+    user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+    num_threads=1,
+    shuffle_input_sentence=False,
+    minloglevel=2,
+  )
 
 
 def main(argv=None):
@@ -92,18 +117,16 @@ def main(argv=None):
   parser.add_argument("--vocab_size", type=int, default=30522)
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.INFO)
-  try:
-    train(
+  return cli.guard(
+    lambda: train(
       inputs=args.input,
       output=args.output,
       kind=args.kind,
       vocab_size=args.vocab_size,
       model_type=args.model_type,
-    )
-  except (UserInputError, FileNotFoundError, RuntimeError) as e:
-    print(f"train_vocab: {e}", file=sys.stderr)
-    return 1
-  return 0
+    ),
+    user_error_status=1,  # This tool's status for bad input since before the shared boundary.
+  )
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from bert_jax import workdir as workdir_lib
 from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
-from bert_jax.train import init_from
 
 VOCAB_FILE = "vocab.txt"
 
@@ -33,18 +33,22 @@ class Run:
   step_dir: epath.Path
 
 
-def read_run(path: str) -> Run:
+def read_run(path: str, flag: str = "--input") -> Run:
   """Loads the newest checkpoint's params of a workdir (or one checkpoint dir) as numpy.
 
   Args:
     path: a workdir, its ``checkpoints/`` directory or one ``checkpoints/<step>``.
+    flag: the tool's flag that named ``path``, for the error messages.
 
   Raises:
     UserInputError: no checkpoint, or no ``config.json`` in the workdir.
   """
   if not epath.Path(path).exists():
-    raise UserInputError(f"{path} does not exist; pass a bert_jax workdir or checkpoint")
-  step_dir = init_from.find_checkpoint(str(epath.Path(path).resolve()))  # Orbax: absolute.
+    raise UserInputError(f"{flag}={path} does not exist; pass a bert_jax workdir or checkpoint")
+  try:
+    step_dir = workdir_lib.find_checkpoint(epath.Path(path).resolve())  # Orbax: absolute.
+  except UserInputError as error:
+    raise UserInputError(f"{flag}={error}") from None
   config_path = step_dir.parent.parent / "config.json"
   if not config_path.exists():
     raise UserInputError(

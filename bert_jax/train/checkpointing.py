@@ -45,6 +45,14 @@ class Checkpointer:
   def latest_step(self):
     return self._manager.latest_step()
 
+  def all_steps(self) -> list[int]:
+    """Finished checkpoints, ascending."""
+    return sorted(self._manager.all_steps())
+
+  def reload(self):
+    """Re-reads the checkpoint directory (after steps were moved out of it)."""
+    self._manager.reload()
+
   def save(self, step: int, state, rng, data_position: int):
     """Starts an asynchronous save of everything needed to resume at ``step``."""
     self._manager.save(

@@ -10,11 +10,11 @@ from absl import logging
 from etils import epath
 
 from bert_jax import workdir as workdir_lib
-from bert_jax.errors import UserInputError
+from bert_jax.errors import NonFiniteLossError, UserInputError
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
-from bert_jax.train import flops, profiling, run_state, setup
+from bert_jax.train import compilation_cache, flops, profiling, run_lock, run_state, setup
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.metrics_writer import MetricsWriter
 from bert_jax.train.settings import (
@@ -22,10 +22,6 @@ from bert_jax.train.settings import (
   resolve_train_steps,
   settings_from_config,
 )
-
-
-class NonFiniteLossError(RuntimeError):
-  """The loss or gradient norm became NaN/inf; the last good checkpoint is kept."""
 
 
 class _SigtermFlag:
@@ -154,6 +150,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """
   settings = settings_from_config(config)
   workdir = epath.Path(workdir)
+  compilation_cache.configure(workdir, settings.trainer.compilation_cache_dir)
+  lock = run_lock.acquire_for_run(workdir, settings.trainer.lock_lease_secs)
+  try:
+    return _train_and_evaluate(settings, config, workdir, lock)
+  finally:
+    lock.release()
+
+
+def _train_and_evaluate(settings, config, workdir, lock):
+  """`train_and_evaluate` once this run holds the workdir."""
   run_state.write_config_json(workdir, config, settings.model)
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
@@ -187,10 +193,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       settings.model,
       init_overlay=training.init_overlay,
     )
-    return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position)
+    return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
 
-def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position):
+def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock):
   """The step loop proper: dispatch step N+1 before reading step N's metrics."""
   trainer = settings.trainer
   task = training.task
@@ -247,6 +253,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
       preempted = sigterm.raised if sigterm else checkpointer.reached_preemption(done)
       if done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or preempted:
         drain(keep=0)  # Never checkpoint a state whose update was not finite.
+        lock.check()  # Never write over a run that took the workdir over.
         checkpointer.save(done, state, rng, batches.position)
         last_saved = done
       if done % trainer.eval_every_steps == 0 or done == trainer.num_train_steps:
@@ -273,8 +280,9 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
     drain(keep=0)
   finally:
     profiler.close()
-    checkpointer.close()
     writer.close()
     if sigterm:
       sigterm.restore()
+    # Last: a failed asynchronous save (a full disk) raises here, after the rest is closed.
+    checkpointer.close()
   return eval_metrics

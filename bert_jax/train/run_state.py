@@ -5,11 +5,11 @@ import json
 
 import jax
 import ml_collections
-from absl import logging
 from etils import epath
 
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax.train import checkpoint_recovery
 from bert_jax.train import init_from as init_from_lib
 from bert_jax.train import state as state_lib
 from bert_jax.train.checkpointing import Checkpointer
@@ -62,7 +62,8 @@ def restore_or_initialize(
 ):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
-  1. The latest checkpoint in the workdir (resume exactly: state, rng, data position).
+  1. The newest checkpoint in the workdir that restores (resume exactly: state, rng, data
+     position); damaged newer ones are moved aside (see `checkpoint_recovery`).
   2. ``init_from``: a fresh state from ``seed`` whose parameters are overlaid with the
      compatible ones of that checkpoint (new heads keep their init; see `init_from.py`;
      ``model_config`` lets its errors name the model keys to change).
@@ -71,10 +72,9 @@ def restore_or_initialize(
   """
   param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
   rng = jax.device_put(dropout_rng, rng_sharding)
-  step = checkpointer.latest_step()
-  if step is not None:
-    logging.info("Resuming from %s/%d", checkpointer.directory, step)
-    return checkpointer.restore(step, abstract_state, rng)
+  restored = checkpoint_recovery.restore_newest(checkpointer, abstract_state, rng)
+  if restored is not None:
+    return restored
   # Metadata only: a checkpoint that does not fit fails before the (large) init.
   source = (
     init_from_lib.check_fits(init_from, abstract_state.params, model_config) if init_from else None

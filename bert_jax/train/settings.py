@@ -17,6 +17,7 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.train import validation
 from bert_jax.train.optimizer import OptimizerConfig
 
 
@@ -58,6 +59,16 @@ class TrainerConfig:
     10, help="Profiler trace (process 0) into <workdir>/profile from this state.step on."
   )
   profile_num_steps: int = option(0, help="Updates the profiler traces; 0 = no trace.")
+  lock_lease_secs: float = option(
+    300.0,
+    help="Lease of <workdir>/run.lock, renewed while the run lives; a lock not renewed for "
+    "this long (a run that died on another host) is taken over.",
+  )
+  compilation_cache_dir: str = option(
+    "compilation_cache",
+    help="Persistent XLA compilation cache, relative to the workdir or absolute (gs:// too); "
+    "a restarted run loads its compiled programs instead of recompiling; empty = off.",
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +111,7 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
   distillation = _section(DistillationConfig, dict(values.pop("distillation", {})), "distillation")
   trainer = _section(TrainerConfig, values, "top-level")
   _check_consistency(trainer, model, data)
-  return RunSettings(
+  settings = RunSettings(
     trainer=trainer,
     model=model,
     data=data,
@@ -108,6 +119,8 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
     mesh=mesh,
     distillation=distillation,
   )
+  validation.check_ranges(settings)
+  return settings
 
 
 def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):

@@ -1,0 +1,191 @@
+"""Bad input to every entry point, as a table: each case exits non-zero with a last stderr line
+under 300 characters that names the problem, prints no traceback, and leaves an existing run's
+checkpoints byte-identical. Everything runs in-process (`main.run` and each tool's `main`)."""
+
+import hashlib
+import importlib.util
+import shutil
+import sys
+
+import pytest
+
+from bert_jax import main
+from bert_jax.data import default_corpus
+from bert_jax.tools import (
+  benchmark,
+  benchmark_create_pretraining_data,
+  benchmark_data,
+  build_default_corpus,
+  cli,
+  convert,
+  create_pretraining_data,
+  embed,
+  train_vocab,
+)
+from tests import run_helpers
+
+TINY = f"--config={run_helpers.REPO}/configs/bert_tiny.py"
+# Keep jax's process-wide compilation cache settings alone (main would point them at a workdir).
+NO_CACHE = "--config.compilation_cache_dir="
+HAS_GENSIM = importlib.util.find_spec("gensim") is not None  # build_default_corpus needs it.
+VOCAB = f"--vocab={default_corpus.default_vocab_path()}"
+
+
+def _digest(directory):
+  return {
+    str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+    for p in sorted(directory.rglob("*"))
+    if p.is_file()
+  }
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory, tiny_pretrained_workdir):
+  """Input files for the cases, and a copy of a finished run whose checkpoints must not change."""
+  root = tmp_path_factory.mktemp("bad_input")
+  run = root / "run"
+  shutil.copytree(tiny_pretrained_workdir, run, ignore=shutil.ignore_patterns("run.lock"))
+  text = root / "text.txt"
+  text.write_text(
+    "".join(
+      f"Sentence {i} of document {d} is here.\n" + ("\n" if i == 4 else "")
+      for d in range(6)
+      for i in range(5)
+    ),
+    encoding="utf-8",
+  )
+  binary = root / "binary.bin"
+  binary.write_bytes(bytes(range(128, 256)) * 40 + b"\n" + bytes(range(128, 256)) * 40)
+  one_sentence = root / "one.txt"
+  one_sentence.write_text("Only one sentence here.\n", encoding="utf-8")
+  a_file = root / "a_file"
+  a_file.write_text("x", encoding="utf-8")
+  corrupt = root / "corrupt.tfrecord"
+  corrupt.write_bytes(b"\x00\x01garbage" * 100)
+  bad_syntax = root / "syntax.py"
+  bad_syntax.write_text("def get_config(:\n", encoding="utf-8")
+  raising = root / "raising.py"
+  raising.write_text("def get_config():\n  raise RuntimeError('boom')\n", encoding="utf-8")
+  no_function = root / "no_function.py"
+  no_function.write_text("config = None\n", encoding="utf-8")
+  return dict(
+    root=root,
+    run=run,
+    text=text,
+    binary=binary,
+    one_sentence=one_sentence,
+    a_file=a_file,
+    corrupt=corrupt,
+    syntax=bad_syntax,
+    raising=raising,
+    no_function=no_function,
+    directory=root,
+    missing=root / "missing.txt",
+    fresh=lambda name: root / "workdirs" / name,
+  )
+
+
+def _tool(entry):
+  return lambda argv: entry(argv)
+
+
+def _with_name(entry):
+  return lambda argv: entry(["tool", *argv])
+
+
+MAIN, ABSL = "main", "absl"
+
+# (id, entry, argv as a function of `paths`, text the last line must contain). `MAIN` cases
+# run `bert_jax.main` with --config=configs/bert_tiny.py and a fresh workdir unless they pass
+# their own.
+CASES = [
+  # The config file and its flags.
+  ("misspelt_key", MAIN, lambda p: [TINY, "--config.model.hiden_size=3"], "no key 'hiden_size'"),
+  ("misspelt_top_key", MAIN, lambda p: [TINY, "--config.num_train_step=3"], "no key"),
+  ("config_missing", MAIN, lambda p: [f"--config={p['missing']}"], "does not exist"),
+  ("config_syntax", MAIN, lambda p: [f"--config={p['syntax']}"], "syntax error at line 1"),
+  ("config_raises", MAIN, lambda p: [f"--config={p['raising']}"], "RuntimeError: boom"),
+  ("config_no_function", MAIN, lambda p: [f"--config={p['no_function']}"], "get_config"),
+  ("not_a_number", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=abc"], "abc"),
+  ("unknown_flag", MAIN, lambda p: [TINY, "--wrokdir=/tmp/x"], "wrokdir"),
+  ("no_workdir", MAIN, lambda p: [TINY, "--no-workdir"], "--workdir"),
+  # Values out of range (the run's checkpoints must survive them).
+  ("negative_lr", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=-1e-3"], "learning_rate=-0.001 must be > 0"),
+  ("zero_lr", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=0.0"], "learning_rate=0.0 must be > 0"),
+  ("negative_warmup", MAIN, lambda p: [TINY, "--config.optimizer.warmup_steps=-5"], "warmup_steps=-5"),
+  ("beta_one", MAIN, lambda p: [TINY, "--config.optimizer.b2=1.0"], "optimizer.b2=1.0 must be in [0, 1)"),
+  ("mask_prob", MAIN, lambda p: [TINY, "--config.data.mask_prob=1.5"], "data.mask_prob is 1.5"),
+  ("dropout", MAIN, lambda p: [TINY, "--config.model.hidden_dropout_rate=1.0"], "hidden_dropout_rate=1.0"),
+  ("short_seq_prob", MAIN, lambda p: [TINY, "--config.data.short_seq_prob=-0.1"], "short_seq_prob is -0.1"),
+  ("zero_steps", MAIN, lambda p: [TINY, "--config.num_train_steps=0"], "num_train_steps=0"),
+  ("zero_keep", MAIN, lambda p: [TINY, "--config.max_checkpoints_to_keep=0"], "max_checkpoints_to_keep=0"),
+  ("zero_mesh", MAIN, lambda p: [TINY, "--config.mesh.data=0"], "mesh.data=0"),
+  ("nan_eps", MAIN, lambda p: [TINY, "--config.optimizer.eps=nan"], "optimizer.eps=nan"),
+  ("lease", MAIN, lambda p: [TINY, "--config.lock_lease_secs=0.0"], "lock_lease_secs=0.0"),
+  # Workdirs.
+  ("workdir_is_file", MAIN, lambda p: [TINY, f"--workdir={p['a_file']}"], "a_file"),
+  ("workdir_unwritable", MAIN, lambda p: [TINY, "--workdir=/sys/kernel/bert_jax_run"], "/sys/kernel/bert_jax_run"),
+  ("another_model", MAIN, lambda p: [TINY, f"--workdir={p['run']}", "--config.model.size=mini"], "holds a run with model."),
+  # Data.
+  ("corpus_missing", MAIN, lambda p: [TINY, f"--config.data.corpus_paths=('{p['missing']}',)"], "missing.txt"),
+  ("corpus_is_directory", MAIN, lambda p: [TINY, f"--config.data.corpus_paths=('{p['directory']}',)"], "is a directory"),
+  ("corpus_binary", MAIN, lambda p: [TINY, f"--config.data.corpus_paths=('{p['binary']}',)"], "UTF-8"),
+  ("corpus_one_sentence", MAIN, lambda p: [TINY, f"--config.data.corpus_paths=('{p['one_sentence']}',)"], "has 1 document(s) but needs at least"),
+  ("vocab_missing", MAIN, lambda p: [TINY, f"--config.data.vocab_path={p['missing']}"], "missing.txt"),
+  ("records_match_nothing", MAIN, lambda p: [TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "none-*.tfrecord"),
+  ("init_from_missing", MAIN, lambda p: [TINY, f"--config.init_from={p['missing']}"], "missing.txt"),
+  ("finetune_binary", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", f"--config.data.train_path={p['binary']}", f"--config.data.eval_path={p['binary']}", f"--config.init_from={p['run']}"], "UTF-8"),
+  # train_vocab (exit 1, as before the shared boundary).
+  ("vocab_binary", train_vocab.main, lambda p: [f"--input={p['binary']}", f"--output={p['root']}/v1.txt", "--vocab_size=1000"], "binary.bin"),
+  ("vocab_too_big", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v2.txt", "--vocab_size=5000"], "--vocab_size=5000"),
+  ("vocab_output_under_file", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['a_file']}/v.txt", "--vocab_size=100"], "a_file"),
+  ("vocab_input_missing", train_vocab.main, lambda p: [f"--input={p['missing']}", f"--output={p['root']}/v3.txt"], "missing.txt"),
+  ("vocab_kind", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v4.txt", "--kind=bpe"], "--kind"),
+  # create_pretraining_data (exit 1, as before).
+  ("records_output_is_file", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['text']}", f"--output_dir={p['a_file']}"], "a_file"),
+  ("records_input_missing", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['missing']}", f"--output_dir={p['root']}/r1"], "missing.txt"),
+  ("records_binary", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['binary']}", f"--output_dir={p['root']}/r2"], "binary.bin"),
+  # convert and embed.
+  ("convert_input_missing", _with_name(convert.main), lambda p: ["--to=hf", f"--input={p['missing']}", f"--output={p['root']}/hf"], "--input"),
+  ("convert_no_direction", _with_name(convert.main), lambda p: [f"--input={p['run']}", f"--output={p['root']}/hf2"], "--from"),
+  ("embed_checkpoint_missing", _with_name(embed.main), lambda p: [f"--checkpoint={p['missing']}", f"--input={p['text']}", f"--output={p['root']}/e.npz"], "--checkpoint"),
+  ("embed_binary_input", _with_name(embed.main), lambda p: [f"--checkpoint={p['run']}", f"--input={p['binary']}", f"--output={p['root']}/e2.npz"], "UTF-8"),
+  # Benchmarks.
+  ("benchmark_attention_kind", ABSL, lambda p: [TINY, "--config.model.attention_kind=sparse"], "attention_kind"),
+  ("benchmark_batch", ABSL, lambda p: [TINY, "--config.global_batch_size=3"], "global_batch_size"),
+  ("benchmark_key", ABSL, lambda p: [TINY, "--config.model.hidden=3"], "no key 'hidden'"),
+  ("benchmark_data_nothing", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
+  ("benchmark_data_corrupt", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
+  ("benchmark_sizes", _tool(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),
+  ("corpus_source_missing", _tool(build_default_corpus.main), lambda p: [f"--source={p['missing']}", f"--output_dir={p['root']}/c"], "missing.txt" if HAS_GENSIM else "needs gensim"),
+]  # fmt: skip
+
+
+def _run(entry, argv):
+  try:
+    return entry(argv)
+  except SystemExit as exit_:  # argparse's way to refuse flags.
+    return exit_.code
+
+
+@pytest.mark.parametrize("case_id,entry,make_argv,expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line(paths, capsys, case_id, entry, make_argv, expected):
+  before = _digest(paths["run"] / "checkpoints")
+  argv = make_argv(paths)
+  if entry == MAIN:
+    sys.modules.pop("config_config", None)  # config_flags re-executes config files into it.
+    if not any(a.startswith("--workdir") for a in argv) and "--no-workdir" not in argv:
+      argv.append(f"--workdir={paths['fresh'](case_id)}")
+    argv = [a for a in argv if a != "--no-workdir"]
+    status = main.run(["main", *argv, NO_CACHE])
+  elif entry == ABSL:
+    status = cli.run_absl(benchmark.main, ["benchmark", *argv])
+  else:
+    status = _run(entry, argv)
+  err = capsys.readouterr().err
+  lines = [line for line in err.strip().splitlines() if line.strip()]
+  assert status not in (0, None), err[-2000:]
+  assert lines and len(lines[-1]) < 300, lines[-1:]
+  assert expected in lines[-1], lines[-1]
+  assert "Traceback" not in err, err[-3000:]
+  assert _digest(paths["run"] / "checkpoints") == before

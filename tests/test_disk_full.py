@@ -1,0 +1,65 @@
+"""A full disk during an asynchronous save: one `error:` line naming the cause, earlier
+checkpoints intact, and the same command resumes once there is space again."""
+
+import errno
+import re
+import subprocess
+
+import pytest
+
+from bert_jax.tools import error_lines
+from tests import run_helpers
+
+# Holds the first checkpoint of the run below (~17 MB) but not the second.
+_SMALL_DISK = "20m"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+  """A 20 MB tmpfs (needs root, as in the project's CI container); unmounted afterwards."""
+  mount_point = tmp_path / "disk"
+  mount_point.mkdir()
+  mounted = subprocess.run(
+    ["mount", "-t", "tmpfs", "-o", f"size={_SMALL_DISK}", "tmpfs", str(mount_point)],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  if mounted.returncode:
+    pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()})")
+  yield mount_point
+  subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
+  workdir = small_disk / "run"
+  flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=4)
+  flags.append("--config.compilation_cache_dir=")  # Only checkpoints fill this disk.
+  full = run_helpers.run_main(workdir, flags)
+  assert full.returncode == 2, full.stderr[-3000:]
+  line = full.stderr.strip().splitlines()[-1]
+  assert line.startswith("error: no space left on the device writing ") and len(line) < 300, line
+  assert f"{workdir}/checkpoints/8" in line and " free; a checkpoint here takes " in line, line
+  assert run_helpers.checkpoint_steps(workdir) == [4]
+  step_4 = run_helpers.restore_params(workdir, 4)  # Intact: it restores.
+
+  subprocess.run(["mount", "-o", "remount,size=80m", str(small_disk)], check=True)
+  resumed = run_helpers.run_main(workdir, flags)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"Resuming from {workdir}/checkpoints/4" in resumed.stderr
+  assert run_helpers.checkpoint_steps(workdir) == [4, 8]
+  assert [r["step"] for r in run_helpers.read_metrics(workdir)][-4:] == [5, 6, 7, 8]
+  assert run_helpers.restore_params(workdir, 4).keys() == step_4.keys()
+
+
+def test_a_write_to_a_full_device_names_the_path_and_the_free_space():
+  with pytest.raises(OSError) as raised:
+    with open("/dev/full", "w", encoding="utf-8") as full:
+      full.write("x")
+  assert raised.value.errno == errno.ENOSPC
+  raised.value.filename = "/dev/full"
+  line, status = error_lines.describe(raised.value)
+  assert status == 2
+  assert re.match(
+    r"error: no space left on the device writing /dev/full \([\d.]+ [KMGT]?B free\)", line
+  )
