@@ -132,6 +132,8 @@ def _tensorflow_error_line(error: Exception) -> str | None:
     "NotFoundError": "an input file does not exist",
     "PermissionDeniedError": "an input file cannot be read",
   }
+  if type(error).__name__ == "FailedPreconditionError":  # e.g. "<path> is not a directory".
+    return f"{first}; check the path (a file where a directory belongs?)"
   problem = fixes.get(type(error).__name__)
   if problem is None:
     return None
