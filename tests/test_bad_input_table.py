@@ -102,7 +102,7 @@ CASES = [
   # The config file and its flags.
   ("misspelt_key", MAIN, lambda p: [TINY, "--config.model.hiden_size=3"], "no key 'hiden_size'"),
   ("misspelt_top_key", MAIN, lambda p: [TINY, "--config.num_train_step=3"], "no key"),
-  ("config_missing", MAIN, lambda p: [f"--config={p['missing']}"], "does not exist"),
+  ("config_missing", MAIN, lambda p: [f"--config={p['missing']}"], "missing.txt could not be loaded"),
   ("config_syntax", MAIN, lambda p: [f"--config={p['syntax']}"], "syntax error at line 1"),
   ("config_raises", MAIN, lambda p: [f"--config={p['raising']}"], "RuntimeError: boom"),
   ("config_no_function", MAIN, lambda p: [f"--config={p['no_function']}"], "get_config"),
