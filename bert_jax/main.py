@@ -63,9 +63,19 @@ class _HideLibraryInfo:
     return record.levelno > std_logging.INFO or "/orbax/" not in record.pathname
 
 
-def _train(values: flags.FlagValues):
-  # config_flags loads the file lazily: name a missing one before anything touches the config.
-  config_file = values["config"].config_filename
+def _config_file(argv) -> str:
+  """The path given as ``--config=<path>[:<arg>]`` ("" if none)."""
+  for i, arg in enumerate(argv):
+    if arg.startswith(("--config=", "-config=")):
+      return arg.split("=", 1)[1]
+    if arg in ("--config", "-config") and i + 1 < len(argv):
+      return argv[i + 1]
+  return ""
+
+
+def _train(values: flags.FlagValues, argv):
+  # config_flags loads the file lazily (and hides why it failed): name a missing file first.
+  config_file = _config_file(argv[1:])
   if config_file and not epath.Path(config_file).is_file():
     config_file = config_file.rsplit(":", 1)[0]  # configs/x.py:<arg>
   if config_file and not epath.Path(config_file).is_file():
@@ -101,7 +111,9 @@ def run(argv=None) -> int:
   """
   environment.quiet_tensorflow()
   argv = sys.argv if argv is None else list(argv)
-  return cli.run(__doc__, lambda values: _define_flags(values, argv), _train, argv)
+  return cli.run(
+    __doc__, lambda values: _define_flags(values, argv), lambda values: _train(values, argv), argv
+  )
 
 
 def _main(argv):

@@ -22,7 +22,7 @@ from bert_jax.tools import (
   embed,
   train_vocab,
 )
-from tests import run_helpers
+from tests import finetune_fixtures, run_helpers
 
 TINY = f"--config={run_helpers.REPO}/configs/bert_tiny.py"
 # Keep jax's process-wide compilation cache settings alone (main would point them at a workdir).
@@ -102,7 +102,7 @@ CASES = [
   # The config file and its flags.
   ("misspelt_key", MAIN, lambda p: [TINY, "--config.model.hiden_size=3"], "no key 'hiden_size'"),
   ("misspelt_top_key", MAIN, lambda p: [TINY, "--config.num_train_step=3"], "no key"),
-  ("config_missing", MAIN, lambda p: [f"--config={p['missing']}"], "does not exist"),
+  ("config_missing", MAIN, lambda p: [f"--config={p['missing']}"], "missing.txt could not be loaded"),
   ("config_syntax", MAIN, lambda p: [f"--config={p['syntax']}"], "syntax error at line 1"),
   ("config_raises", MAIN, lambda p: [f"--config={p['raising']}"], "RuntimeError: boom"),
   ("config_no_function", MAIN, lambda p: [f"--config={p['no_function']}"], "get_config"),
@@ -134,7 +134,7 @@ CASES = [
   ("vocab_missing", MAIN, lambda p: [TINY, f"--config.data.vocab_path={p['missing']}"], "missing.txt"),
   ("records_match_nothing", MAIN, lambda p: [TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "none-*.tfrecord"),
   ("init_from_missing", MAIN, lambda p: [TINY, f"--config.init_from={p['missing']}"], "missing.txt"),
-  ("finetune_binary", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", f"--config.data.train_path={p['binary']}", f"--config.data.eval_path={p['binary']}", f"--config.init_from={p['run']}"], "UTF-8"),
+  ("finetune_binary", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", f"--config.data.train_path={p['binary']}", f"--config.data.eval_path={p['binary']}", f"--config.init_from={p['run']}", *finetune_fixtures.model_flags()], "UTF-8"),
   # train_vocab (exit 1, as before the shared boundary).
   ("vocab_binary", train_vocab.main, lambda p: [f"--input={p['binary']}", f"--output={p['root']}/v1.txt", "--vocab_size=1000"], "binary.bin"),
   ("vocab_too_big", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v2.txt", "--vocab_size=5000"], "--vocab_size=5000"),

@@ -35,7 +35,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   workdir = small_disk / "run"
   flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=4)
   flags.append("--config.compilation_cache_dir=")  # Only checkpoints fill this disk.
-  full = run_helpers.run_main(workdir, flags)
+  full = run_helpers.run_main(workdir, flags, timeout=900)
   assert full.returncode == 2, full.stderr[-3000:]
   line = full.stderr.strip().splitlines()[-1]
   assert line.startswith("error: no space left on the device writing ") and len(line) < 300, line
@@ -44,7 +44,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   step_4 = run_helpers.restore_params(workdir, 4)  # Intact: it restores.
 
   subprocess.run(["mount", "-o", "remount,size=80m", str(small_disk)], check=True)
-  resumed = run_helpers.run_main(workdir, flags)
+  resumed = run_helpers.run_main(workdir, flags, timeout=900)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"Resuming from {workdir}/checkpoints/4" in resumed.stderr
   assert run_helpers.checkpoint_steps(workdir) == [4, 8]

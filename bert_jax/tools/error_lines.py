@@ -33,6 +33,8 @@ _FAILED_PATHS = (
 # A file inside a checkpoint being written: the step directory is what the user knows.
 _CHECKPOINT_STEP = re.compile(r"^(.*/checkpoints/\d+)(?:\.orbax-checkpoint-tmp[^/]*)?(?:/|$)")
 _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
+# ml_collections' words for a --config file it could not open.
+_CONFIG_NOT_LOADED = re.compile(r"Failed loading config file.*?Attempted \[[^\]]*\]: (\S+)")
 _DID_YOU_MEAN = re.compile(r'Did you mean "([^"]+)" instead of "([^"]+)"')
 _FIRST_NAME = re.compile(r"[A-Za-z_][\w.]*|$")
 
@@ -132,6 +134,8 @@ def _tensorflow_error_line(error: Exception) -> str | None:
     "NotFoundError": "an input file does not exist",
     "PermissionDeniedError": "an input file cannot be read",
   }
+  if type(error).__name__ == "FailedPreconditionError":  # e.g. "<path> is not a directory".
+    return f"{first}; check the path (a file where a directory belongs?)"
   problem = fixes.get(type(error).__name__)
   if problem is None:
     return None
@@ -172,6 +176,12 @@ def parse_error_line(error: BaseException, argv) -> str:
   Parsing runs the ``--config`` file and applies ``--config.<key>`` overrides, so what fails
   there is the user's config file or flags, never the program.
   """
+  missing = _CONFIG_NOT_LOADED.search(str(error))
+  if missing:
+    return _shorten(
+      f"error: the config file {missing.group(1)} could not be loaded (it does not exist or "
+      "is not readable); pass --config=configs/<name>.py"
+    )
   described = describe(error)
   if described is not None:
     return described[0]
