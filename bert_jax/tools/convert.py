@@ -23,6 +23,7 @@ Bad input (missing files, another architecture, tensors that do not fit the conf
 
 import json
 import pickle
+import tempfile
 
 import numpy as np
 from absl import flags, logging
@@ -31,12 +32,14 @@ from safetensors import SafetensorError
 from safetensors import numpy as safetensors_numpy
 
 from bert_jax import environment
+from bert_jax.data import tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
 _TORCH_BIN = "pytorch_model.bin"
+_TOKENIZER_JSON = "tokenizer.json"
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -189,16 +192,23 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
     settings = _read_json(tokenizer_config, "it must hold the tokenizer's settings")
-    lowercase = settings.get("do_lower_case", True) if isinstance(settings, dict) else True
-  _log_vocab(vocab_path, model)
-  workdir_params.write_converted(
-    _fresh_output(output),
-    params,
-    model,
-    source=f"hf:{directory.resolve()}",
-    vocab_path=vocab_path,
-    lowercase=True if lowercase is None else bool(lowercase),
-  )
+    lowercase = settings.get("do_lower_case") if isinstance(settings, dict) else None
+  with tempfile.TemporaryDirectory() as scratch:
+    if vocab_path is None and (directory / _TOKENIZER_JSON).exists():
+      # transformers 5 saves tokenizer.json only: its WordPiece vocab becomes vocab.txt.
+      tokens, json_lowercase = tokenizer_json.wordpiece_vocab(directory / _TOKENIZER_JSON)
+      vocab_path = str(epath.Path(scratch) / workdir_params.VOCAB_FILE)
+      epath.Path(vocab_path).write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+      lowercase = json_lowercase if lowercase is None else lowercase
+    _log_vocab(vocab_path, model)
+    workdir_params.write_converted(
+      _fresh_output(output),
+      params,
+      model,
+      source=f"hf:{directory.resolve()}",
+      vocab_path=vocab_path,
+      lowercase=True if lowercase is None else bool(lowercase),
+    )
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {weights_path}")
 
 
@@ -266,7 +276,7 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   left_out = sorted(set(weight_table.flatten(params)) - exported)
   if left_out:
     logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
-  run_vocab_path, run_lowercase = workdir_params.run_vocab(run.config)
+  run_vocab_path, run_lowercase = workdir_params.run_vocab(run)
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
   directory = _fresh_output(output)

@@ -77,7 +77,12 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
     for k in sorted(ours)
     if k != "lsh" and stored_model[k] != ours[k]
   ]
-  return f"; its config.json has another model: pass {' '.join(diffs)} to match it" if diffs else ""
+  return (
+    f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "
+    "configs take every model key you leave unset from init_from)"
+    if diffs
+    else ""
+  )
 
 
 def mismatch_problems(stored: dict, wanted: dict) -> list[str]:

@@ -15,6 +15,7 @@ from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
 from bert_jax.train import flops, profiling, run_state, setup
+from bert_jax.train import init_from as init_from_lib
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.metrics_writer import MetricsWriter
 from bert_jax.train.settings import (
@@ -152,9 +153,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Returns:
     The last eval metrics.
   """
-  settings = settings_from_config(config)
+  # Every check comes before the first write: a refused run leaves its workdir as it was.
+  settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
-  run_state.write_config_json(workdir, config, settings.model)
+  resolved = run_state.resolved_config(config, settings.model, workdir)
+  run_state.check_workdir(workdir, resolved)
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
     settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
@@ -172,6 +175,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
+    if trainer.init_from and not workdir_lib.Workdir(workdir).has_checkpoints():
+      init_from_lib.check_fits(trainer.init_from, training.abstract_state.params, settings.model)
+    run_state.write_config_json(workdir, resolved)
     checkpointer = Checkpointer(str(workdir), trainer.max_checkpoints_to_keep)
     state, rng, position = run_state.restore_or_initialize(
       checkpointer,
