@@ -17,6 +17,7 @@ names paths and reads small JSON files; writing checkpoints is `bert_jax.train`'
 
 import dataclasses
 import json
+import os
 
 from etils import epath
 
@@ -117,6 +118,20 @@ class Workdir:
       return relative_or_absolute
     path = epath.Path(relative_or_absolute)
     return str(path if path.is_absolute() or "://" in relative_or_absolute else self.path / path)
+
+  def relative_paths(self, config):
+    """``config`` (parsed JSON) with each path string inside the workdir made relative to it.
+
+    `resolve` reads them back, so a workdir copied or moved elsewhere keeps working.
+    """
+    root = str(self.path) if "://" in str(self.path) else os.path.abspath(self.path)
+    if isinstance(config, dict):
+      return {key: self.relative_paths(value) for key, value in config.items()}
+    if isinstance(config, list):
+      return [self.relative_paths(value) for value in config]
+    if isinstance(config, str) and config.startswith(root.rstrip("/") + "/"):
+      return config[len(root.rstrip("/")) + 1 :]
+    return config
 
 
 def find_checkpoint(path) -> epath.Path:

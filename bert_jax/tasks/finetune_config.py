@@ -13,6 +13,26 @@ from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.tasks.classification import reader as glue
 
+# Keys that describe a custom classification file; a GLUE task fixes them itself.
+_CUSTOM_FILE_KEYS = ("text_a_column", "text_b_column", "label_column", "label_names")
+
+
+def label_list(value) -> tuple[str, ...]:
+  """``data.label_names`` as a tuple of names, from any way a command line spells it.
+
+  ``--config.data.label_names=neg,pos`` arrives as ``("neg,pos",)``, ``=[neg,pos]`` as
+  ``("[neg,pos]",)``, ``='("neg","pos")'`` as ``("neg", "pos")`` and ``=0,1`` as ``(0, 1)``;
+  all of them mean the labels neg and pos (or 0 and 1).
+  """
+  items = (value,) if isinstance(value, str) else tuple(value)
+  names = []
+  for item in items:
+    text = str(item).strip()
+    if isinstance(item, str) and len(items) == 1 and text[:1] + text[-1:] in ("[]", "()"):
+      text = text[1:-1]
+    names += [n.strip() for n in text.split(",")] if isinstance(item, str) else [text]
+  return tuple(n for n in names if n)
+
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneDataConfig:
@@ -80,10 +100,7 @@ class FinetuneDataConfig:
   num_choices: int = option(4, help="multiple_choice: endings per example (SWAG: 4).")
 
   def __post_init__(self):
-    names = self.label_names
-    object.__setattr__(
-      self, "label_names", (names,) if isinstance(names, str) else tuple(str(n) for n in names)
-    )
+    object.__setattr__(self, "label_names", label_list(self.label_names))
     if self.max_seq_length < 3:
       raise UserInputError(
         f"data.max_seq_length={self.max_seq_length} leaves no room for "
@@ -103,6 +120,13 @@ class FinetuneDataConfig:
         raise UserInputError(f"data.{key}={getattr(self, key)} must be at least 1")
     if self.glue_task:
       glue.glue_layout(self.glue_task)  # Unknown GLUE task names fail here, before any work.
+      custom = [k for k in _CUSTOM_FILE_KEYS if getattr(self, k)]
+      if custom:
+        raise UserInputError(
+          f"data.glue_task={self.glue_task!r} fixes the columns and labels, but "
+          f"{', '.join('data.' + k for k in custom)} describe a custom file; for your own "
+          "CSV/TSV use configs/finetune/classification.py (or pass --config.data.glue_task=)"
+        )
     if self.tfds_name and (self.train_path or self.eval_path):
       raise UserInputError(
         f"data.tfds_name={self.tfds_name!r} and data.train_path / data.eval_path are both "

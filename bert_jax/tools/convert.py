@@ -6,6 +6,8 @@
       --input=/models/uncased_L-12_H-768_A-12/bert_model.ckpt \\
       --bert_config=/models/uncased_L-12_H-768_A-12/bert_config.json --output=/runs/bert_base_tf
   python -m bert_jax.tools.convert --to=hf --input=/runs/bert_base --output=/models/bert_base_hf
+  python -m bert_jax.tools.convert --to=hf --input=/runs/bert_base --output=/models/bf16 \\
+      --dtype=bfloat16 --max_shard_size=200MB
 
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
@@ -19,6 +21,12 @@ WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTrainin
 ``distilbert`` run: DistilBertModel or DistilBertForMaskedLM). A fine-tuned
 run's task heads are not exported (Hugging Face's task classes name them differently).
 
+Sharded checkpoints (``model.safetensors.index.json`` + ``model-0000i-of-0000N.safetensors``)
+and bf16 / f16 tensors are read as float32; ``--to=hf --dtype=bfloat16`` writes bf16 tensors and
+``--max_shard_size=200MB`` writes shards with an index, both as transformers does. A directory
+with ``tokenizer.json`` and no ``vocab.txt`` (transformers 5) converts with that file's
+WordPiece vocab and lowercasing.
+
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
 Google's TF code computes its tanh approximation, which differs by at most 5e-4 per value.
 Bad input (missing files, another architecture, tensors that do not fit the config) prints one
@@ -27,20 +35,26 @@ Bad input (missing files, another architecture, tensors that do not fit the conf
 
 import json
 import pickle
+import tempfile
 
-import numpy as np
 from absl import flags, logging
 from etils import epath
-from safetensors import SafetensorError
-from safetensors import numpy as safetensors_numpy
 
 from bert_jax import environment
+from bert_jax.data import tokenizer_json
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_families, tf_weights, weight_table
+from bert_jax.models.interop import (
+  hf_config,
+  hf_families,
+  safetensors_files,
+  tf_weights,
+  weight_table,
+)
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
 _TORCH_BIN = "pytorch_model.bin"
+_TOKENIZER_JSON = "tokenizer.json"
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -79,6 +93,20 @@ def _define_flags(flag_values: flags.FlagValues):
     **define,
   )
   flags.DEFINE_boolean("overwrite", False, "Replace an existing non-empty --output.", **define)
+  flags.DEFINE_enum(
+    "dtype",
+    "float32",
+    list(safetensors_files.DTYPES),
+    "--to=hf: dtype of the written tensors (bfloat16 halves the files).",
+    **define,
+  )
+  flags.DEFINE_string(
+    "max_shard_size",
+    "",
+    "--to=hf: split the weights into shards of at most this size (e.g. 5GB, 200MB) with a "
+    "model.safetensors.index.json, as transformers does; empty = one model.safetensors.",
+    **define,
+  )
 
 
 def _read_json(path: epath.Path, what: str):
@@ -113,15 +141,6 @@ def _fresh_output(output: str) -> epath.Path:
   return path
 
 
-def _read_safetensors(path: epath.Path):
-  try:
-    return safetensors_numpy.load_file(str(path))
-  except (SafetensorError, OSError, ValueError) as error:
-    raise UserInputError(
-      f"{path} is not a readable safetensors file ({error}); re-download or re-save it"
-    ) from None
-
-
 def _read_torch_bin(path: epath.Path):
   try:
     import torch  # pylint: disable=g-import-not-at-top
@@ -143,8 +162,9 @@ def _read_torch_bin(path: epath.Path):
 
 
 def _hf_state(directory: epath.Path):
-  if (directory / _SAFETENSORS).exists():
-    return directory / _SAFETENSORS, _read_safetensors(directory / _SAFETENSORS)
+  safetensors = safetensors_files.read_state(directory)  # One file or shards; f32/bf16/f16.
+  if safetensors is not None:
+    return safetensors
   if (directory / _TORCH_BIN).exists():
     return directory / _TORCH_BIN, _read_torch_bin(directory / _TORCH_BIN)
   raise UserInputError(
@@ -193,16 +213,23 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
     settings = _read_json(tokenizer_config, "it must hold the tokenizer's settings")
-    lowercase = settings.get("do_lower_case", True) if isinstance(settings, dict) else True
-  _log_vocab(vocab_path, model)
-  workdir_params.write_converted(
-    _fresh_output(output),
-    params,
-    model,
-    source=f"hf:{directory.resolve()}",
-    vocab_path=vocab_path,
-    lowercase=True if lowercase is None else bool(lowercase),
-  )
+    lowercase = settings.get("do_lower_case") if isinstance(settings, dict) else None
+  with tempfile.TemporaryDirectory() as scratch:
+    if vocab_path is None and (directory / _TOKENIZER_JSON).exists():
+      # transformers 5 saves tokenizer.json only: its WordPiece vocab becomes vocab.txt.
+      tokens, json_lowercase = tokenizer_json.wordpiece_vocab(directory / _TOKENIZER_JSON)
+      vocab_path = str(epath.Path(scratch) / workdir_params.VOCAB_FILE)
+      epath.Path(vocab_path).write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+      lowercase = json_lowercase if lowercase is None else lowercase
+    _log_vocab(vocab_path, model)
+    workdir_params.write_converted(
+      _fresh_output(output),
+      params,
+      model,
+      source=f"hf:{directory.resolve()}",
+      vocab_path=vocab_path,
+      lowercase=True if lowercase is None else bool(lowercase),
+    )
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {weights_path}")
 
 
@@ -248,9 +275,25 @@ def from_tf(
   print(f"wrote workdir {output} ({', '.join(sorted(params))}) from {checkpoint}")
 
 
-def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
-  """bert_jax workdir or checkpoint -> Hugging Face directory (see the module docstring)."""
+def to_hf(
+  workdir: str,
+  output: str,
+  *,
+  vocab=None,
+  lowercase=None,
+  overwrite=False,
+  dtype="float32",
+  max_shard_size="",
+):
+  """bert_jax workdir or checkpoint -> Hugging Face directory (see the module docstring).
+
+  ``dtype`` (float32 | bfloat16 | float16) is the tensors' dtype in the files; a
+  ``max_shard_size`` such as "200MB" splits them into shards with an index, as transformers'
+  ``save_pretrained(max_shard_size=...)`` does.
+  """
   _check_output(output, overwrite, [workdir])
+  if max_shard_size:
+    safetensors_files.parse_size(max_shard_size)  # A bad size fails before any work.
   run = workdir_params.read_run(workdir)
   model = run.model
   if model.reversible or model.attention_kind in _APPROXIMATE_ATTENTION:
@@ -265,17 +308,19 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   left_out = sorted(set(weight_table.flatten(params)) - exported)
   if left_out:
     logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
-  run_vocab_path, run_lowercase = workdir_params.run_vocab(run.config)
+  run_vocab_path, run_lowercase = workdir_params.run_vocab(run)
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
   directory = _fresh_output(output)
   config = hf_format.config_json(model, hf_format.architecture(params))
+  if dtype != "float32":
+    config["torch_dtype"] = dtype  # from_pretrained(..., torch_dtype="auto") loads it so.
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-  # transformers refuses safetensors files without this format tag.
-  safetensors_numpy.save_file(
-    {k: np.ascontiguousarray(v) for k, v in state.items()},
-    str(directory / _SAFETENSORS),
-    metadata={"format": "pt"},
+  safetensors_files.write_state(
+    directory,
+    state,
+    dtype=dtype,
+    max_shard_bytes=safetensors_files.parse_size(max_shard_size) if max_shard_size else 0,
   )
   if vocab_path and not vocab_path.endswith(".model"):
     epath.Path(vocab_path).copy(directory / workdir_params.VOCAB_FILE)
@@ -311,7 +356,13 @@ def _convert(values: flags.FlagValues):
   elif source == "tf":
     from_tf(values["input"].value, values["bert_config"].value, values["output"].value, **common)
   else:
-    to_hf(values["input"].value, values["output"].value, **common)
+    to_hf(
+      values["input"].value,
+      values["output"].value,
+      dtype=values["dtype"].value,
+      max_shard_size=values["max_shard_size"].value,
+      **common,
+    )
 
 
 def main(argv=None) -> int:

@@ -264,7 +264,7 @@ def _define_flags(flag_values: flags.FlagValues):
 
 
 def _tokenizer(values, run: workdir_params.Run):
-  vocab_path, lowercase = workdir_params.run_vocab(run.config)
+  vocab_path, lowercase = workdir_params.run_vocab(run)
   vocab_path = values["vocab"].value or vocab_path
   if vocab_path is None:
     raise UserInputError(

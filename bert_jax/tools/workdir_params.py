@@ -15,10 +15,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.tasks import registry
 
 VOCAB_FILE = "vocab.txt"
 
@@ -73,19 +74,25 @@ def read_run(path: str, flag: str = "--input") -> Run:
   )
 
 
-def run_vocab(config: dict):
+def run_vocab(run: Run):
   """(vocab path or None, lowercase) of a run's config.json.
 
-  A pretraining run's empty ``data.vocab_path`` means the embedded default vocab; a converted
-  model without a ``data`` section has no known vocab.
+  A converted model names its own ``vocab.txt`` (stored relative to the workdir, so it is
+  found wherever the workdir now is); a run with an empty ``data.vocab_path`` tokenised with
+  the vocab its ``init_from`` resolves to (`registry.resolve_vocab_path`), or the embedded
+  default vocab; a converted model without a ``data`` section has no known vocab.
   """
-  data = config.get("data")
+  data = run.config.get("data")
   if not data or "vocab_path" not in data:
     return None, True
-  return (
-    data["vocab_path"] or default_corpus.default_vocab_path(),
-    bool(data.get("lowercase", True)),
+  workdir = workdir_lib.of_checkpoint(run.step_dir)
+  # Pretraining reads an empty vocab_path as the embedded vocab, whatever its init_from.
+  fine_tuned = run.config.get("task", names.PRETRAINING) != names.PRETRAINING
+  vocab_path = registry.resolve_vocab_path(
+    workdir.resolve(data["vocab_path"]),
+    workdir.resolve(run.config.get("init_from", "")) if fine_tuned else "",
   )
+  return vocab_path, bool(data.get("lowercase", True))
 
 
 def write_converted(
@@ -110,7 +117,8 @@ def write_converted(
   config = {"model": json.loads(json.dumps(dataclasses.asdict(model))), "converted_from": source}
   if vocab_path is not None:
     shutil.copyfile(vocab_path, directory / VOCAB_FILE)
-    config["data"] = {"vocab_path": str((directory / VOCAB_FILE).resolve()), "lowercase": lowercase}
+    # Relative to the workdir, so the converted model can be copied or moved.
+    config["data"] = {"vocab_path": VOCAB_FILE, "lowercase": lowercase}
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
     checkpointer.save(

@@ -13,11 +13,13 @@ optimizer state, step, rng and data position are never taken over.
 import json
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
 from bert_jax.errors import UserInputError
+from bert_jax.train import layer_layout
 
 # The shared trunk's name in every task model (heads are the other top-level names).
 ENCODER = "bert"
@@ -77,7 +79,12 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
     for k in sorted(ours)
     if k != "lsh" and stored_model[k] != ours[k]
   ]
-  return f"; its config.json has another model: pass {' '.join(diffs)} to match it" if diffs else ""
+  return (
+    f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "
+    "configs take every model key you leave unset from init_from)"
+    if diffs
+    else ""
+  )
 
 
 def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
@@ -146,6 +153,16 @@ def _stored_params(step_dir: epath.Path):
     return _flat(checkpointer.metadata(step_dir / "state").item_metadata.tree["params"])
 
 
+def _stored_shapes(stored: dict, wanted: dict) -> dict:
+  """{path: shape} of the checkpoint, in the model's layer layout (scanned or not)."""
+  shapes = {k: tuple(v.shape) for k, v in stored.items()}
+  to_layout = layer_layout.layout(wanted)
+  from_layout = layer_layout.layout(stored)
+  if to_layout and from_layout and to_layout != from_layout:
+    return layer_layout.convert_shapes(shapes, to_layout)
+  return shapes
+
+
 def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path:
   """Raises one UserInputError listing every way the checkpoint does not fit the model.
 
@@ -161,11 +178,9 @@ def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path
     The checkpoint's step directory.
   """
   step_dir = find_checkpoint(init_from)
-  stored = _stored_params(step_dir)
   wanted = _flat(abstract_params)
-  problems = mismatch_problems(
-    {k: v.shape for k, v in stored.items()}, {k: v.shape for k, v in wanted.items()}
-  )
+  stored = _stored_shapes(_stored_params(step_dir), wanted)
+  problems = mismatch_problems(stored, {k: v.shape for k, v in wanted.items()})
   if problems:
     raise UserInputError(
       f"init_from {step_dir} does not fit this model: {'; '.join(problems)}"
@@ -190,32 +205,55 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
   """
   stored = _stored_params(step_dir)
   wanted = _flat(abstract_params)
-  shared = sorted(set(stored) & set(wanted))
-  target = _unflatten({k: wanted[k] for k in shared})
-  with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
-    restored = _flat(
-      checkpointer.restore(
-        step_dir / "state",
-        args=ocp.args.PyTreeRestore(
-          item={"params": target},
-          restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
-          partial_restore=True,
-        ),
-      )["params"]
-    )
+  to_layout, from_layout = layer_layout.layout(wanted), layer_layout.layout(stored)
+  if to_layout and from_layout and to_layout != from_layout:
+    # Another layer layout: read on the host, stack or split the layers, then shard.
+    converted = layer_layout.convert_arrays(_restore_numpy(step_dir, stored), to_layout)
+    restored = {
+      k: jax.device_put(v, wanted[k].sharding) for k, v in converted.items() if k in wanted
+    }
+    stored = converted
+  else:
+    shared = sorted(set(stored) & set(wanted))
+    target = _unflatten({k: wanted[k] for k in shared})
+    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
+      restored = _flat(
+        checkpointer.restore(
+          step_dir / "state",
+          args=ocp.args.PyTreeRestore(
+            item={"params": target},
+            restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
+            partial_restore=True,
+          ),
+        )["params"]
+      )
   fresh = sorted({k.split("/")[0] for k in set(wanted) - set(stored)})
   dropped = sorted({k.split("/")[0] for k in set(stored) - set(wanted)})
   logging.info(
     "init_from %s: restored %d parameters; new heads (fresh init): %s; checkpoint "
     "heads left out: %s",
     step_dir,
-    len(shared),
+    len(restored),
     ", ".join(fresh) or "none",
     ", ".join(dropped) or "none",
   )
   flat_params = _flat(params)
   flat_params.update(restored)
   return _unflatten(flat_params)
+
+
+def _restore_numpy(step_dir: epath.Path, stored: dict) -> dict:
+  """Every parameter of the checkpoint as a host numpy array, flat."""
+  target = _unflatten(stored)
+  restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), target)
+  with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
+    restored = checkpointer.restore(
+      step_dir / "state",
+      args=ocp.args.PyTreeRestore(
+        item={"params": target}, restore_args={"params": restore_args}, partial_restore=True
+      ),
+    )
+  return _flat(restored["params"])
 
 
 def _unflatten(flat):

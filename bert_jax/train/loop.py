@@ -15,6 +15,7 @@ from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
 from bert_jax.train import compilation_cache, flops, profiling, run_lock, run_state, setup
+from bert_jax.train import init_from as init_from_lib
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.metrics_writer import MetricsWriter
 from bert_jax.train.settings import (
@@ -148,19 +149,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Returns:
     The last eval metrics.
   """
-  settings = settings_from_config(config)
+  # Every check comes before the first write: a refused run leaves its workdir as it was.
+  settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
+  resolved = run_state.resolved_config(config, settings.model, workdir)
+  run_state.check_workdir(workdir, resolved)
   compilation_cache.configure(workdir, settings.trainer.compilation_cache_dir)
+  new_workdir = not workdir.exists()
   lock = run_lock.acquire_for_run(workdir, settings.trainer.lock_lease_secs)
   try:
-    return _train_and_evaluate(settings, config, workdir, lock)
+    return _train_and_evaluate(settings, resolved, workdir, lock)
   finally:
     lock.release()
+    # Taking the lock created the workdir; a run refused before its first write removes it
+    # again, so a refusal leaves no trace.
+    if new_workdir and jax.process_index() == 0 and not any(workdir.iterdir()):
+      workdir.rmdir()
 
 
-def _train_and_evaluate(settings, config, workdir, lock):
+def _train_and_evaluate(settings, resolved, workdir, lock):
   """`train_and_evaluate` once this run holds the workdir."""
-  run_state.write_config_json(workdir, config, settings.model)
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
     settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
@@ -178,6 +186,9 @@ def _train_and_evaluate(settings, config, workdir, lock):
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
+    if trainer.init_from and not workdir_lib.Workdir(workdir).has_checkpoints():
+      init_from_lib.check_fits(trainer.init_from, training.abstract_state.params, settings.model)
+    run_state.write_config_json(workdir, resolved)
     checkpointer = Checkpointer(
       str(workdir), trainer.max_checkpoints_to_keep, record=training.checkpoint_record
     )

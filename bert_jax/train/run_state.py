@@ -7,6 +7,7 @@ import jax
 import ml_collections
 from etils import epath
 
+from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.train import checkpoint_recovery
@@ -15,37 +16,49 @@ from bert_jax.train import state as state_lib
 from bert_jax.train.checkpointing import Checkpointer
 
 
-def write_config_json(workdir: epath.Path, config: ml_collections.ConfigDict, model: ModelConfig):
-  """Writes ``config.json``, refusing a workdir that holds a run of a different model.
+def resolved_config(config: ml_collections.ConfigDict, model: ModelConfig, workdir) -> dict:
+  """The config.json of a run: the config with its ``model`` section resolved.
 
-  The ``model`` section is written resolved (size presets expanded). Only it must match, and
-  only once the workdir holds a checkpoint: longer training, other logging or a new learning
-  rate may resume an existing run, another architecture may not (its checkpoints would not
-  load).
+  The model section is the one actually built (size presets expanded, unset keys taken from
+  init_from's); paths inside the workdir are stored relative to it so it can be moved.
   """
-  path = workdir / "config.json"
-  new = json.loads(config.to_json_best_effort())
-  new["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
-  checkpoints = workdir / "checkpoints"
-  # A run that failed before its first checkpoint leaves a config.json but binds nothing.
-  has_checkpoints = checkpoints.exists() and any(p.name.isdigit() for p in checkpoints.iterdir())
-  if path.exists() and has_checkpoints and jax.process_index() == 0:
-    old = json.loads(path.read_text())
-    if "converted_from" in old:
+  resolved = json.loads(config.to_json_best_effort())
+  resolved["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
+  return workdir_lib.Workdir.at(workdir).relative_paths(resolved)
+
+
+def check_workdir(workdir: epath.Path, resolved: dict):
+  """Refuses a workdir that holds converted weights or a run of a different model; reads only.
+
+  Only the ``model`` section must match, and only once the workdir holds a checkpoint: longer
+  training, other logging or a new learning rate may resume an existing run, another
+  architecture may not (its checkpoints would not load). A run that failed before its first
+  checkpoint binds nothing.
+  """
+  run = workdir_lib.Workdir.at(workdir)
+  if not (run.config_json.exists() and run.has_checkpoints()):
+    return
+  old = run.read_config()
+  if "converted_from" in old:
+    raise UserInputError(
+      f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
+      f"pass --config.init_from={workdir} and a new --workdir"
+    )
+  old_model, new_model = old.get("model", {}), resolved.get("model", {})
+  for key in sorted(set(old_model) | set(new_model)):
+    if old_model.get(key) != new_model.get(key):
       raise UserInputError(
-        f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
-        f"pass --config.init_from={workdir} and a new --workdir"
+        f"{workdir} holds a run with model.{key}={old_model.get(key)!r} but the config "
+        f"says {new_model.get(key)!r}; use a new --workdir or the original config"
       )
-    old_model, new_model = old.get("model", {}), new.get("model", {})
-    for key in sorted(set(old_model) | set(new_model)):
-      if old_model.get(key) != new_model.get(key):
-        raise UserInputError(
-          f"{workdir} holds a run with model.{key}={old_model.get(key)!r} but the config "
-          f"says {new_model.get(key)!r}; use a new --workdir or the original config"
-        )
+
+
+def write_config_json(workdir: epath.Path, resolved: dict):
+  """Writes ``config.json`` (process 0), creating the workdir; call after every check passed."""
   if jax.process_index() == 0:
-    workdir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(new, indent=2, sort_keys=True) + "\n")
+    run = workdir_lib.Workdir.at(workdir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.config_json.write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
 
 
 def restore_or_initialize(

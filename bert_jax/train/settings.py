@@ -18,6 +18,7 @@ from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train import validation
+from bert_jax.train.inherited_model import resolve_model_section
 from bert_jax.train.optimizer import OptimizerConfig
 
 
@@ -97,13 +98,24 @@ def _plain(value: Any):
   return value
 
 
-def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
-  """Converts and validates the whole config; raises `UserInputError` on the first problem."""
+def settings_from_config(
+  config: ml_collections.ConfigDict, workdir: str | None = None
+) -> RunSettings:
+  """Converts and validates the whole config; raises `UserInputError` on the first problem.
+
+  Args:
+    config: the experiment config.
+    workdir: the run's workdir; model keys the config leaves unset come from its config.json
+      when it holds checkpoints (resume), else from ``init_from``'s (see `inherited_model`).
+  """
   values = _plain(config)
   task = values.get("task", TrainerConfig.task)
   if task not in names.TASKS:
     raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(names.TASKS)}")
-  model = model_config_from_dict(values.pop("model", {}))
+  model_section = resolve_model_section(
+    dict(values.pop("model", {})), values.get("init_from", ""), workdir
+  )
+  model = model_config_from_dict(model_section)
   data_class = PretrainingDataConfig if task in names.PRETRAINING_DATA_TASKS else FinetuneDataConfig
   data = _section(data_class, dict(values.pop("data", {})), "data")
   optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")

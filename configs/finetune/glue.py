@@ -11,15 +11,27 @@ or, with the TFDS copy prepared once (`tfds build glue/mrpc --data_dir=DIR`):
 
 The argument is a GLUE task: cola, sst2, mrpc, qqp, stsb (regression), mnli (eval on the
 matched dev set), mnli_mismatched (the same training, eval on the mismatched dev set; with
-files pass dev_mismatched.tsv), qnli, rte, wnli. The model section is BERT-base (uncased,
-30522-entry vocab); for other checkpoints pass their model keys (e.g. --config.model.size=tiny
---config.model.vocab_size=8192). The vocab defaults to the one init_from was trained with.
+files pass dev_mismatched.tsv), qnli, rte, wnli. Your own CSV/TSV: configs/finetune/classification.py
+(``glue.py:custom`` is the same). The model (shape, vocab, family) is init_from's; without
+init_from, BERT-base. The vocab defaults to the one init_from was trained with.
 """
+
+import importlib.util
+import pathlib
 
 from bert_jax.default_config import finetune_config
 
+# classification.py sits beside this file; configs/ is not a package, so load it by path.
+_SPEC = importlib.util.spec_from_file_location(
+  "classification_config", pathlib.Path(__file__).with_name("classification.py")
+)
+classification = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(classification)
+
 
 def get_config(arg="mrpc"):
+  if arg == "custom":
+    return classification.get_config()
   # Unknown names fail when the run starts (data.glue_task is checked there), as one line.
   task = "mnli" if arg == "mnli_mismatched" else arg
   config = finetune_config("classification")

@@ -24,8 +24,9 @@ def get_config(arg=None):
   config.num_train_epochs = 3.0  # Paper grid: 2, 3 or 4.
   config.warmup_fraction = 0.1  # Linear warmup over the first 10% of steps, as in BERT.
   config.optimizer.learning_rate = 5e-5  # Peak (paper grid: 5e-5, 3e-5, 2e-5).
-  config.model.size = "base"  # L=12, H=768, A=12: BERT-base.
-  # BERT-base cased (the paper uses a case-preserving model for NER): 28996 WordPieces.
+  # The model's shape and family are init_from's (BERT-base without init_from). Its vocab is
+  # BERT-base cased's (the paper uses a case-preserving model for NER): 28996 WordPieces; for
+  # another checkpoint pass its size, e.g. --config.model.vocab_size=30522.
   config.model.vocab_size = 28996
   config.data.lowercase = False  # Cased: capitals mark entities. True for uncased models.
   config.data.max_seq_length = 128  # WordPieces per sequence, [CLS] and [SEP] included.

@@ -14,8 +14,8 @@ or, with the TFDS copy prepared once (`tfds build squad/v2.0 --data_dir=DIR`):
       ... --config.data.tfds_name=squad/v2.0 --config.data.tfds_data_dir=DIR
 
 Eval reports SQuAD's official EM and F1 in percent ("exact", "f1"; v2.0 adds "HasAns_*" and
-"NoAns_*"). The model section is BERT-base (uncased, 30522-entry vocab); for other checkpoints
-pass their model keys. The vocab defaults to the one init_from was trained with.
+"NoAns_*"). The model (shape, vocab, family) is init_from's; without init_from, BERT-base. The
+vocab defaults to the one init_from was trained with.
 """
 
 from bert_jax.default_config import finetune_config

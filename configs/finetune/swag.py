@@ -20,7 +20,7 @@ def get_config(arg=None):
   config.num_train_epochs = 3.0  # The paper's 3 epochs.
   config.warmup_fraction = 0.1  # Linear warmup over the first 10% of steps, as in BERT.
   config.optimizer.learning_rate = 2e-5  # The paper's 2e-5.
-  config.model.size = "base"  # L=12, H=768, A=12: BERT-base (uncased, 30522 WordPieces).
+  # The model (shape, vocab, family) is init_from's; BERT-base without init_from.
   # The paper gives no length; SWAG pairs are short (about 40 WordPieces), and the
   # pytorch-pretrained-BERT reproduction of this setup used 80. Longer pairs are truncated.
   config.data.max_seq_length = 80

@@ -118,8 +118,8 @@ def custom_layout(text_a_column, text_b_column, label_column, label_names) -> Gl
     )
   if len(set(label_names)) != len(label_names) or len(label_names) == 1:
     raise UserInputError(
-      f"data.label_names={tuple(label_names)} must list at least two "
-      "distinct labels (or none, for regression)"
+      f"data.label_names={tuple(label_names)} must list at least two distinct labels in id "
+      "order, e.g. --config.data.label_names=neg,pos (or none, for regression)"
     )
   metrics = (
     ("pearson", "spearman")
@@ -154,8 +154,9 @@ def _label(value, layout: GlueLayout, where: str):
       ) from None
   if value not in layout.label_names:
     raise UserInputError(
-      f"{where}: label {value!r} is not one of {layout.label_names}; fix "
-      "the row, or the task / data.label_names"
+      f"{where}: label {value!r} is not one of {layout.label_names}; fix the row, or the "
+      "task / data.label_names (a custom file's labels in id order, e.g. "
+      f"--config.data.label_names={','.join(layout.label_names + (value,))})"
     )
   return layout.label_names.index(value)
 

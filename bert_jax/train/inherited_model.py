@@ -1,0 +1,72 @@
+"""The model a run builds when its config leaves model keys unset: the checkpoint's.
+
+A fine-tuning config (`bert_jax.default_config.finetune_config`) leaves every architecture key
+of its ``model`` section unset. Each unset key takes its value from the ``config.json`` of the
+run the model comes from: the workdir's own run when it resumes, else ``init_from`` (a
+pretraining run, a fine-tuned run or converted weights). A key set in the config (by the config
+file or a ``--config.model.*`` flag) wins; whether it fits the checkpoint is checked against
+the checkpoint's parameters (`bert_jax.train.init_from.check_fits`), which names the keys to
+drop or change. Keys the source does not record keep the `ModelConfig` defaults (BERT-base).
+"""
+
+import dataclasses
+
+from bert_jax import workdir as workdir_lib
+from bert_jax.models.config import MODEL_SIZES, ModelConfig
+
+_MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
+
+
+def explicit_model_keys(model_section: dict) -> dict:
+  """The keys a ``model`` section sets, with a ``size`` preset expanded into its keys.
+
+  Args:
+    model_section: the config's ``model`` section as a plain dict (None = unset).
+
+  Returns:
+    {key: value} of the set keys; an unknown ``size`` stays for `model_config_from_dict` to
+    report.
+  """
+  explicit = {k: v for k, v in model_section.items() if v is not None}
+  size = explicit.get("size")
+  if size in MODEL_SIZES:
+    del explicit["size"]
+    num_layers, hidden, heads = MODEL_SIZES[size]
+    explicit.setdefault("num_layers", num_layers)
+    explicit.setdefault("hidden_size", hidden)
+    explicit.setdefault("num_heads", heads)
+    explicit.setdefault("intermediate_size", 4 * hidden)
+  return explicit
+
+
+def source_run(init_from: str, workdir: str | None) -> workdir_lib.Workdir | None:
+  """The run whose model the unset keys take: the workdir being resumed, else ``init_from``.
+
+  Raises:
+    UserInputError: ``init_from`` is set but holds no checkpoint.
+  """
+  if workdir is not None:
+    own = workdir_lib.Workdir.at(workdir)
+    if own.has_checkpoints() and own.config_json.exists():
+      return own
+  if init_from:
+    return workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
+  return None
+
+
+def resolve_model_section(model_section: dict, init_from: str, workdir: str | None = None) -> dict:
+  """The ``model`` section with every unset key filled from the source run's config.json.
+
+  Args:
+    model_section: the config's ``model`` section as a plain dict (None = unset).
+    init_from: the run's ``init_from`` ("" = none).
+    workdir: the run's workdir; when it holds checkpoints it is the source (resume).
+
+  Returns:
+    A section for `bert_jax.models.config.model_config_from_dict`.
+  """
+  explicit = explicit_model_keys(model_section)
+  run = source_run(init_from, workdir)
+  stored = run.read_config().get("model", {}) if run is not None else {}
+  inherited = {k: v for k, v in stored.items() if k in _MODEL_KEYS and k not in explicit}
+  return {**inherited, **explicit}
