@@ -193,7 +193,8 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   data.tfds_eval_split = "validation"  # MNLI: validation_matched / validation_mismatched.
   # Empty = init_from's vocab.txt, else the vocab in its config.json, else the embedded one.
   data.vocab_path = ""
-  data.lowercase = True  # Uncased model; False for cased vocabs.
+  # Uncased model (True) or cased (False); unset = init_from's setting, else True.
+  data.lowercase = ml_collections.config_dict.placeholder(bool)
   data.max_seq_length = 128  # Tokens per sequence, [CLS] and [SEP]s included.
   data.max_train_examples = 0  # Read at most this many train examples; 0 = all.
   data.max_eval_examples = 0  # Read at most this many eval examples; 0 = all.
@@ -203,8 +204,9 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   data.text_a_column = ""  # Custom file: column of the first sentence.
   data.text_b_column = ""  # Custom file: column of the second sentence; empty = single.
   data.label_column = ""  # Custom file: column of the label.
-  # Custom classification file: label values in id order (empty = regression on a float
-  # label); tagging: the tag set in id order (empty = the train data's tags, sorted).
+  # Custom classification file: label values in id order, on the command line a comma string
+  # (--config.data.label_names=neg,pos; empty = regression on a float label); tagging: the tag
+  # set in id order (empty = the train data's tags, sorted).
   data.label_names = ()
   data.conll_label_column = -1  # tagging: CoNLL column holding the tag (-1 = last).
   data.doc_stride = 128  # span_qa / tagging: sub-words between starts of overlapping windows.

@@ -67,7 +67,7 @@ class FinetuneDataConfig:
     label_column: classification, custom file: header name of the label.
     label_names: classification, custom file: the label values in id order (empty =
       regression on a float label); tagging: the tag set in id order (empty = the tags of the
-      train data, sorted).
+      train data, sorted). On the command line a comma string: ``label_names=neg,pos``.
     conll_label_column: tagging: column of the tag in CoNLL files (-1 = last).
     doc_stride: span_qa and tagging: sub-words between the starts of consecutive windows over
       a document or sentence too long for one sequence (BERT SQuAD: 128).

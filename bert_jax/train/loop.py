@@ -156,7 +156,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # Every check comes before the first write: a refused run leaves its workdir as it was.
   settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
-  resolved = run_state.resolved_config(config, settings.model, workdir)
+  resolved = run_state.resolved_config(
+    config, settings.model, workdir, getattr(settings.data, "lowercase", None)
+  )
   run_state.check_workdir(workdir, resolved)
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
