@@ -16,6 +16,7 @@ from bert_jax.default_config import finetune_config
 from bert_jax.errors import UserInputError
 from bert_jax.tools import convert, embed
 from bert_jax.train.loop import train_and_evaluate
+from bert_jax.train.settings import settings_from_config
 from tests import finetune_fixtures, hf_reference
 
 transformers = pytest.importorskip("transformers")
@@ -76,6 +77,15 @@ def test_tokenizer_json_only_directory_converts_with_its_vocab(lowercase, tmp_pa
     tokenizer_file=str(hf / "tokenizer.json"), do_lower_case=lowercase
   )
   raw = tokenizers.Tokenizer.from_file(str(hf / "tokenizer.json"))
+  # A run fine-tuned from it takes its casing unless data.lowercase is set.
+  files = {"data.train_path": "t.tsv", "data.eval_path": "d.tsv", "data.max_seq_length": 32}
+  config = finetune_fixtures.set_keys(
+    finetune_config("classification"),
+    {"init_from": str(tmp_path / "converted"), "data.glue_task": "mrpc", **files},
+  )
+  assert settings_from_config(config).data.lowercase == lowercase
+  config.data.lowercase = not lowercase
+  assert settings_from_config(config).data.lowercase == (not lowercase)
   for sentence in _sentences():
     expected = reference(sentence, add_special_tokens=False)["input_ids"]
     assert raw.encode(sentence, add_special_tokens=False).ids == expected, sentence

@@ -65,7 +65,11 @@ class FinetuneDataConfig:
     help="Empty = init_from's vocab.txt, else the vocab its config.json names, else the "
     "embedded one.",
   )
-  lowercase: bool = option(True, help="Uncased tokenisation; False for cased vocabs.")
+  lowercase: bool | None = option(
+    None,
+    help="Uncased (True) or cased (False) tokenisation; unset = init_from's setting, else True.",
+    config_type=bool,
+  )
   max_seq_length: int = option(128, help="Tokens per sequence, [CLS] and [SEP]s included.")
   max_train_examples: int = option(0, help="Read at most this many train examples; 0 = all.")
   max_eval_examples: int = option(0, help="Read at most this many eval examples; 0 = all.")
@@ -82,7 +86,8 @@ class FinetuneDataConfig:
   label_names: tuple[str, ...] = option(
     (),
     help="Custom classification file: label values in id order (empty = regression on a "
-    "float label); tagging: the tag set in id order (empty = the train data's tags, sorted).",
+    "float label); tagging: the tag set in id order (empty = the train data's tags, sorted). "
+    "On the command line a comma string: label_names=neg,pos.",
   )
   conll_label_column: int = option(-1, help="tagging: CoNLL column holding the tag (-1 = last).")
   doc_stride: int = option(
@@ -101,6 +106,8 @@ class FinetuneDataConfig:
 
   def __post_init__(self):
     object.__setattr__(self, "label_names", label_list(self.label_names))
+    if self.lowercase is None:  # Settings resolve it from init_from; built directly: uncased.
+      object.__setattr__(self, "lowercase", True)
     if self.max_seq_length < 3:
       raise UserInputError(
         f"data.max_seq_length={self.max_seq_length} leaves no room for "

@@ -112,3 +112,25 @@ def resolve_vocab_path(vocab_path: str, init_from: str) -> str:
     vocab_path = run.resolve(stored.get("data", {}).get("vocab_path", ""))
     init_from = run.resolve(stored.get("init_from", ""))
   return vocab_path or default_corpus.default_vocab_path()
+
+
+def resolve_lowercase(lowercase: bool | None, init_from: str) -> bool:
+  """Whether a fine-tuning run lowercases its text (an uncased model).
+
+  An explicit ``data.lowercase`` wins; else the setting ``<init_from>/config.json`` records
+  (converted weights record their tokenizer's), or, if it records none, the one its own
+  ``init_from`` resolves to; else True (uncased, as BERT-base uncased).
+
+  Raises:
+    UserInputError: ``init_from`` (or one it leads to) holds no checkpoint.
+  """
+  seen = set()
+  while lowercase is None and init_from:
+    run = workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
+    if run.path in seen or not run.config_json.exists():
+      break
+    seen.add(run.path)
+    stored = run.read_config()
+    lowercase = stored.get("data", {}).get("lowercase")
+    init_from = run.resolve(stored.get("init_from", ""))
+  return True if lowercase is None else bool(lowercase)

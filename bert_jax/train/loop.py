@@ -152,7 +152,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # Every check comes before the first write: a refused run leaves its workdir as it was.
   settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
-  resolved = run_state.resolved_config(config, settings.model, workdir)
+  resolved = run_state.resolved_config(
+    config, settings.model, workdir, getattr(settings.data, "lowercase", None)
+  )
   run_state.check_workdir(workdir, resolved)
   compilation_cache.configure(workdir, settings.trainer.compilation_cache_dir)
   new_workdir = not workdir.exists()

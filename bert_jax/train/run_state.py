@@ -16,14 +16,19 @@ from bert_jax.train import state as state_lib
 from bert_jax.train.checkpointing import Checkpointer
 
 
-def resolved_config(config: ml_collections.ConfigDict, model: ModelConfig, workdir) -> dict:
+def resolved_config(
+  config: ml_collections.ConfigDict, model: ModelConfig, workdir, lowercase: bool | None = None
+) -> dict:
   """The config.json of a run: the config with its ``model`` section resolved.
 
   The model section is the one actually built (size presets expanded, unset keys taken from
-  init_from's); paths inside the workdir are stored relative to it so it can be moved.
+  init_from's), ``data.lowercase`` the casing used; paths inside the workdir are stored
+  relative to it so it can be moved.
   """
   resolved = json.loads(config.to_json_best_effort())
   resolved["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
+  if lowercase is not None:
+    resolved.setdefault("data", {})["lowercase"] = lowercase
   return workdir_lib.Workdir.at(workdir).relative_paths(resolved)
 
 

@@ -15,6 +15,7 @@ from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
+from bert_jax.tasks import registry
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.train import validation
@@ -117,7 +118,13 @@ def settings_from_config(
   )
   model = model_config_from_dict(model_section)
   data_class = PretrainingDataConfig if task in names.PRETRAINING_DATA_TASKS else FinetuneDataConfig
-  data = _section(data_class, dict(values.pop("data", {})), "data")
+  data_values = dict(values.pop("data", {}))
+  if data_class is FinetuneDataConfig:
+    # Unset (fine-tuning configs leave it so): the casing of the model init_from holds.
+    data_values["lowercase"] = registry.resolve_lowercase(
+      data_values.get("lowercase"), values.get("init_from", "")
+    )
+  data = _section(data_class, data_values, "data")
   optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
   mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
   distillation = _section(DistillationConfig, dict(values.pop("distillation", {})), "distillation")
