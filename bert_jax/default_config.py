@@ -204,3 +204,32 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   data.num_choices = 4  # multiple_choice: endings per example (SWAG: 4).
   config.data = data
   return config
+
+
+def multitask_config(members) -> ml_collections.ConfigDict:
+  """The multi-task fine-tuning defaults: `finetune_config` with a multi-task ``data`` section.
+
+  Args:
+    members: [(name, task type, {data key: value})] of the member tasks, in order; each gets
+      ``task``, ``weight`` 1.0 and every data key of a single-task run except the shared
+      ``vocab_path`` / ``lowercase`` and ``test_path`` (multi-task runs predict no test file).
+  """
+  config = finetune_config("multitask")
+  template = config.data
+  data = ml_collections.ConfigDict()
+  data.sampling = "proportional"  # proportional | temperature (size^(1/T)) | round_robin.
+  data.temperature = 2.0  # T of temperature sampling (1 = proportional, large = uniform).
+  data.vocab_path = template.vocab_path  # Shared by every member (one encoder).
+  data.lowercase = template.lowercase  # Uncased model; False for cased vocabs.
+  data.tasks = ml_collections.ConfigDict()  # name -> {task, weight, that task's data keys}.
+  for name, task, overrides in members:
+    member = ml_collections.ConfigDict()
+    member.task = task  # classification | tagging | span_qa.
+    member.weight = 1.0  # Sampling weight (x train size, or size^(1/T)); 0 = eval only.
+    for key, value in template.items():
+      if key not in ("vocab_path", "lowercase", "test_path"):
+        member[key] = value
+    member.update(overrides)
+    data.tasks[name] = member
+  config.data = data
+  return config

@@ -35,7 +35,8 @@ CLASSIFICATION = "classification"
 TAGGING = "tagging"
 SPAN_QA = "span_qa"
 MULTIPLE_CHOICE = "multiple_choice"
-FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE)
+MULTITASK = "multitask"  # Several of the above on one shared encoder (tasks/multitask/).
+FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE, MULTITASK)
 TASKS = (PRETRAINING,) + FINETUNING_TASKS
 
 # Model families (`config.model.family`).

@@ -14,9 +14,10 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.multitask.config import MultitaskDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 
-TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice")
+TASKS = ("pretraining", "classification", "tagging", "span_qa", "multiple_choice", "multitask")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class TrainerConfig:
 class RunSettings:
   trainer: TrainerConfig
   model: ModelConfig
-  data: PretrainingDataConfig | FinetuneDataConfig
+  data: PretrainingDataConfig | FinetuneDataConfig | MultitaskDataConfig
   optimizer: OptimizerConfig
   mesh: MeshConfig
 
@@ -76,6 +77,8 @@ def settings_from_config(config: ml_collections.ConfigDict) -> RunSettings:
     raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(TASKS)}")
   model = model_config_from_dict(values.pop("model", {}))
   data_class = PretrainingDataConfig if task == "pretraining" else FinetuneDataConfig
+  if task == "multitask":
+    data_class = MultitaskDataConfig  # Members' data sections inside (tasks/multitask/).
   data = _section(data_class, dict(values.pop("data", {})), "data")
   optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
   mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
