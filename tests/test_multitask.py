@@ -3,18 +3,24 @@ positions are exact; kill/resume equals the uninterrupted run; one member export
 single-task workdir that the ordinary classification config restores and trains further;
 bad member lists fail in one line."""
 
+import json
 import shutil
 
+import jax
 import numpy as np
 import pytest
 
 from bert_jax.data import default_corpus, tokenization
 from bert_jax.default_config import finetune_config, multitask_config
 from bert_jax.errors import UserInputError
+from bert_jax.parallel import mesh as mesh_lib
+from bert_jax.parallel import sharding
 from bert_jax.tasks.multitask import data as multitask_data
 from bert_jax.tasks.multitask import sampling
 from bert_jax.tools import export_task
 from bert_jax.train import settings as settings_lib
+from bert_jax.train import setup
+from bert_jax.train import state as state_lib
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures, run_helpers
 
@@ -101,6 +107,77 @@ def test_tasks_trained_together_all_beat_chance(multitask_run):
   assert params["stsb/classifier/kernel"].shape == (128, 1)
 
 
+def _train_steps(config, data, devices, batches):
+  """Real train steps of ``config`` from the fixed init of key 0 on a mesh over ``devices``.
+
+  Returns:
+    ([params after each step], [metrics of each step]) on the host.
+  """
+  settings = settings_lib.settings_from_config(config)
+  mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh, data)
+    state = state_lib.init_state(
+      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
+    )
+    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
+    params, metrics = [], []
+    for batch in batches:
+      state, step_metrics = training.train_step(
+        state, sharding.host_batch_to_global(batch, mesh), rng
+      )
+      params.append(jax.device_get(state.params))
+      metrics.append(jax.device_get(step_metrics))
+    return params, metrics
+
+
+def test_sharded_member_step_equals_the_single_task_step(files):
+  """A multi-task step on a member's batch, on 8 devices (data x fsdp x tensor), is that
+  member's single-task step on one device: same loss and gradient norm, same updated trunk and
+  head (the other heads get zero gradient); the next, tagging batch trains the tagging head."""
+  data = _data(files, **{"data.sampling": "round_robin"})
+  run = data.batches("train", 0, 8, 0, 1)
+  batches = [next(run), next(run)]  # Round robin: an mrpc batch, then a tagging batch.
+  assert [int(b["task_id"][0]) for b in batches] == [0, 1]
+  sharded = _data_config(
+    files,
+    global_batch_size=8,
+    **{"data.sampling": "round_robin", "mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2},
+  )
+  params, metrics = _train_steps(sharded, data, jax.devices(), batches)
+  single = finetune_fixtures.set_keys(
+    finetune_config("classification"),
+    dict(
+      finetune_fixtures.model_overrides(),
+      global_batch_size=8,
+      **{
+        "mesh.data": 1,
+        "data.glue_task": "mrpc",
+        "data.train_path": files["mrpc"][0],
+        "data.eval_path": files["mrpc"][1],
+        "data.max_seq_length": LENGTH,
+      },
+    ),
+  )
+  mrpc_batch = next(data.members[0].batches("train", 0, 8, 0, 1))
+  (alone,), (alone_metrics,) = _train_steps(
+    single, data.members[0], jax.devices()[:1], [mrpc_batch]
+  )
+  np.testing.assert_allclose(metrics[0]["mrpc/loss"], alone_metrics["loss"], rtol=2e-5)
+  np.testing.assert_allclose(metrics[0]["grad_norm"], alone_metrics["grad_norm"], rtol=2e-5)
+  assert metrics[0]["ner/loss"] == 0 and metrics[0]["ner/tokens"] == 0
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4),
+    {"bert": params[0]["bert"], "mrpc": params[0]["mrpc"]},
+    {"bert": alone["bert"], "mrpc": {"classifier": alone["classifier"]}},
+  )
+  assert metrics[1]["mrpc/examples"] == 0 and metrics[1]["ner/tokens"] > 0
+  assert np.isfinite(metrics[1]["ner/loss"]) and metrics[1]["ner/loss"] > 0
+  assert not np.array_equal(
+    params[1]["ner"]["tagger"]["kernel"], params[0]["ner"]["tagger"]["kernel"]
+  )
+
+
 def test_kill_and_resume_equals_the_uninterrupted_run(multitask_run, tmp_path):
   """The run "killed" after its first checkpoint (the later one removed) and resumed ends
   with the uninterrupted run's parameters, bitwise, and its eval scores."""
@@ -146,17 +223,18 @@ def test_sampling_shares_and_schedule():
   assert not np.array_equal(sampling.Schedule(shares, "proportional", 4).tasks(0, 64), steps[:64])
 
 
+def _data_config(files, **overrides):
+  """An mrpc (64 tokens) and a tagging (32 tokens) member, the fixture model's shape."""
+  members = [
+    _member("mrpc", "classification", files["mrpc"], glue_task="mrpc"),
+    _member("ner", "tagging", files["ner"], max_seq_length=32),
+  ]
+  values = dict(finetune_fixtures.model_overrides(), **overrides)
+  return finetune_fixtures.set_keys(multitask_config(members), values)
+
+
 def _data(files, **overrides):
-  config = finetune_fixtures.set_keys(
-    multitask_config(
-      [
-        _member("mrpc", "classification", files["mrpc"], glue_task="mrpc"),
-        _member("ner", "tagging", files["ner"], max_seq_length=32),
-      ]
-    ),
-    overrides,
-  )
-  settings = settings_lib.settings_from_config(config)
+  settings = settings_lib.settings_from_config(_data_config(files, **overrides))
   tokenizer = tokenization.load_tokenizer(default_corpus.default_vocab_path(), lowercase=True)
   return multitask_data.make_data(settings.data, tokenizer)
 
@@ -206,6 +284,13 @@ def test_exported_task_is_a_single_task_workdir_that_fine_tunes_further(
   for name, value in single.items():
     source = name if name.startswith("bert/") else "mrpc/" + name
     np.testing.assert_array_equal(value, multi[source], err_msg=name)
+  config = json.loads((exported / "config.json").read_text())
+  assert (config["task"], config["data"]["glue_task"], config["exported_from"]["task"]) == (
+    "classification",
+    "mrpc",
+    "mrpc",
+  )
+  assert config["data"]["vocab_path"] == str((exported / "vocab.txt").resolve())
   # The ordinary classification config from init_from: the first update has learning rate 0
   # (warmup), so step 1's eval is the exported model's, equal to the multi-task eval of mrpc.
   run = tmp_path / "mrpc_further"
@@ -258,6 +343,19 @@ def test_bad_member_lists_are_one_line_errors(change, message):
   with pytest.raises(UserInputError, match=message) as error:
     settings_lib.settings_from_config(config)
   assert "\n" not in str(error.value)
+
+
+def test_export_refuses_bad_input_in_one_line_and_writes_nothing(multitask_run, tmp_path, capsys):
+  workdir, _ = multitask_run
+  output = tmp_path / "out"
+  for task, where, message in (
+    ("rte", workdir, "error: no task 'rte' in this multi-task run; its tasks: mrpc, ner, stsb"),
+    ("mrpc", tmp_path / "none", f"error: {tmp_path / 'none'} does not exist"),
+  ):
+    argv = ["export_task", f"--workdir={where}", f"--task={task}", f"--output={output}"]
+    assert export_task.main(argv) == 2
+    assert capsys.readouterr().err.strip().startswith(message)
+    assert not output.exists()
 
 
 def test_empty_list_and_all_zero_weights_are_refused(tmp_path):

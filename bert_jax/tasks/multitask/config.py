@@ -25,7 +25,7 @@ MEMBER_TASKS = (names.CLASSIFICATION, names.TAGGING, names.SPAN_QA)
 SAMPLINGS = ("proportional", "temperature", "round_robin")
 # Member keys that are not data keys of its task type.
 _MEMBER_KEYS = ("task", "weight")
-# Data keys every member shares (one encoder, one vocab) or that multi-task runs do not take.
+# Data keys every member shares (one encoder, one vocab): the data section's own keys.
 _SHARED_KEYS = ("vocab_path", "lowercase")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -93,7 +93,7 @@ class MultitaskDataConfig:
 
   Attributes:
     tasks: {name: {"task": type, "weight": w, data keys...}} as configured; held as a tuple
-      of `MemberConfig` in the configured order.
+      of `MemberConfig` in name order (a member's ``task_id`` is its index there).
     sampling: which member each train step draws its batch from (see `sampling`).
     temperature: temperature sampling's T (1 = proportional; large = uniform).
     vocab_path: the vocab every member tokenises with (empty: as a single-task run).
@@ -106,7 +106,7 @@ class MultitaskDataConfig:
   sampling: str = option(
     "proportional",
     help="proportional (to train size x weight) | temperature (size^(1/T) x weight) | "
-    "round_robin (one batch of each member with weight > 0 in turn)",
+    "round_robin (one batch of each member with weight > 0 in turn, in name order)",
   )
   temperature: float = option(2.0, help="T of temperature sampling (1 = proportional)")
   vocab_path: str = option("", help="shared vocab; empty = init_from's, else the embedded one")
@@ -115,8 +115,10 @@ class MultitaskDataConfig:
   def __post_init__(self):
     tasks = self.tasks
     if isinstance(tasks, dict):
+      # Name order: config.json stores sections with sorted keys, so a run, its resume and
+      # its exports agree on the members' order (their task ids and the schedule).
       tasks = tuple(
-        _member(name, values, self.vocab_path, self.lowercase) for name, values in tasks.items()
+        _member(name, tasks[name], self.vocab_path, self.lowercase) for name in sorted(tasks)
       )
     if not tasks:
       raise UserInputError(

@@ -4,7 +4,7 @@
   rows), so every train row is seen about equally often (MT-DNN);
 * ``temperature``: proportional to weight_i x n_i^(1/T): T = 1 is proportional, larger T
   flattens toward uniform, so small tasks are seen more often than their size says;
-* ``round_robin``: one batch of each member with weight > 0 in turn, in the configured order.
+* ``round_robin``: one batch of each member with weight > 0 in turn, in name order.
 
 The random draws come in blocks of `BLOCK` steps, block k from a generator seeded by
 ``(seed, SALT, k)``, so the task of any step, and how many batches each member has given
