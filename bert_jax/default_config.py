@@ -16,12 +16,13 @@ from collections.abc import Iterator
 
 import ml_collections
 
-from bert_jax import config_fields
+from bert_jax import config_fields, names
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.models import config as model_config
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.multitask.config import MultitaskDataConfig
 from bert_jax.train.optimizer import OptimizerConfig
 from bert_jax.train.settings import TrainerConfig
 
@@ -87,6 +88,32 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   config.max_checkpoints_to_keep = 1
   config.optimizer.learning_rate = 2e-5
   config.data = config_fields.config_dict(FinetuneDataConfig)
+  return config
+
+
+def multitask_config(members) -> ml_collections.ConfigDict:
+  """The multi-task fine-tuning defaults: `finetune_config` with a multi-task ``data`` section.
+
+  Args:
+    members: [(name, task type, {data key: value})] of the member tasks, in order; each gets
+      ``task``, ``weight`` 1.0 and every data key of a single-task run except the shared
+      ``vocab_path`` / ``lowercase`` and ``test_path`` (multi-task runs predict no test file).
+  """
+  config = finetune_config(names.MULTITASK)
+  template = config.data
+  shared = config_fields.config_dict(MultitaskDataConfig)
+  data = ml_collections.ConfigDict({k: v for k, v in shared.items() if k != "tasks"})
+  data.tasks = ml_collections.ConfigDict()  # name -> {task, weight, that task's data keys}.
+  for name, task, overrides in members:
+    member = ml_collections.ConfigDict()
+    member.task = task  # classification | tagging | span_qa.
+    member.weight = 1.0  # Sampling weight (x train size, or size^(1/T)); 0 = eval only.
+    for key, value in template.items():
+      if key not in ("vocab_path", "lowercase", "test_path"):
+        member[key] = value
+    member.update(overrides)
+    data.tasks[name] = member
+  config.data = data
   return config
 
 

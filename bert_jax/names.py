@@ -35,9 +35,10 @@ CLASSIFICATION = "classification"
 TAGGING = "tagging"
 SPAN_QA = "span_qa"
 MULTIPLE_CHOICE = "multiple_choice"
+MULTITASK = "multitask"  # Several of the above on one shared encoder (tasks/multitask/).
 # Distils a frozen teacher into a student (DistilBERT, Sanh et al. 2019).
 DISTILLATION = "distillation"
-FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE)
+FINETUNING_TASKS = (CLASSIFICATION, TAGGING, SPAN_QA, MULTIPLE_CHOICE, MULTITASK)
 TASKS = (PRETRAINING,) + FINETUNING_TASKS + (DISTILLATION,)
 # Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
 PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)

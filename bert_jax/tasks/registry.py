@@ -9,6 +9,7 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
   tagging          bert_jax.tasks.tagging
   span_qa          bert_jax.tasks.span_qa
   multiple_choice  bert_jax.tasks.multiple_choice
+  multitask        bert_jax.tasks.multitask (members of the types above on one encoder)
 
 A fine-tuning package's ``data.make_data(data_config, tokenizer)`` returns a
 `bert_jax.tasks.feature_batches.FeatureData`; every ``make_task(model_config, data_config,
@@ -25,6 +26,8 @@ from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
 from bert_jax.tasks.multiple_choice import objective as multiple_choice_objective
+from bert_jax.tasks.multitask import data as multitask_data
+from bert_jax.tasks.multitask import objective as multitask_objective
 from bert_jax.tasks.span_qa import data as span_qa_data
 from bert_jax.tasks.span_qa import objective as span_qa_objective
 from bert_jax.tasks.tagging import data as tagging_data
@@ -37,6 +40,7 @@ MAKE_TASK = {
   names.TAGGING: tagging_objective.make_task,
   names.SPAN_QA: span_qa_objective.make_task,
   names.MULTIPLE_CHOICE: multiple_choice_objective.make_task,
+  names.MULTITASK: multitask_objective.make_task,
   names.DISTILLATION: distillation.make_task,  # Also takes settings=<its config section>.
 }
 # Fine-tuning config.task -> make_data(data_config, tokenizer) of its data object.
@@ -45,6 +49,7 @@ MAKE_FINETUNING_DATA = {
   names.TAGGING: tagging_data.make_data,
   names.SPAN_QA: span_qa_data.make_data,
   names.MULTIPLE_CHOICE: multiple_choice_data.make_data,
+  names.MULTITASK: multitask_data.make_data,
 }
 
 

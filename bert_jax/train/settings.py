@@ -18,6 +18,7 @@ from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks import registry
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
+from bert_jax.tasks.multitask.config import MultitaskDataConfig
 from bert_jax.train import validation
 from bert_jax.train.inherited_model import resolve_model_section
 from bert_jax.train.optimizer import OptimizerConfig
@@ -77,7 +78,7 @@ class TrainerConfig:
 class RunSettings:
   trainer: TrainerConfig
   model: ModelConfig
-  data: PretrainingDataConfig | FinetuneDataConfig
+  data: PretrainingDataConfig | FinetuneDataConfig | MultitaskDataConfig
   optimizer: OptimizerConfig
   mesh: MeshConfig
   distillation: DistillationConfig = DistillationConfig()
@@ -118,6 +119,8 @@ def settings_from_config(
   )
   model = model_config_from_dict(model_section)
   data_class = PretrainingDataConfig if task in names.PRETRAINING_DATA_TASKS else FinetuneDataConfig
+  if task == names.MULTITASK:
+    data_class = MultitaskDataConfig  # Members' data sections inside (tasks/multitask/).
   data_values = dict(values.pop("data", {}))
   if data_class is FinetuneDataConfig:
     # Unset (fine-tuning configs leave it so): the casing of the model init_from holds.
