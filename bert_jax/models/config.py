@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bert_jax import names
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
@@ -96,6 +97,14 @@ class ModelConfig:
   # the [batch, length, intermediate] activation never exists for the whole length at once.
   ffn_chunk_len: int = 0
   lsh: LshOptions = LshOptions()
+  mem_len: int = option(
+    0,
+    help="xlnet: hidden states of earlier segments each layer attends to (Transformer-XL "
+    "memory); 0 = none",
+  )
+  clamp_len: int = option(
+    -1, help="xlnet: relative distances beyond this are clipped to it; -1 = no clipping"
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:
@@ -135,6 +144,16 @@ class ModelConfig:
       raise UserInputError(
         "model.reversible=True already recomputes activations in the backward pass; set "
         "model.remat_policy='none'"
+      )
+
+    if self.mem_len < 0:
+      raise UserInputError(
+        f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
+      )
+    if self.family == names.XLNET and (self.scan_layers or self.reversible):
+      raise UserInputError(
+        "model.family='xlnet' runs its own unscanned, non-reversible layers; set "
+        "model.scan_layers=False and model.reversible=False"
       )
 
   @property
