@@ -11,6 +11,7 @@ import pytest
 
 from bert_jax.models.interop import weight_table, xlnet_weights
 from bert_jax.models.xlnet import XLNetLMHeadModel
+from tests import xlnet_reference
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -22,36 +23,11 @@ SIZES = {
 B, L, MEM_LEN = 3, 9, 6
 
 
-def _random_xlnet(seed, **sizes):
-  config = transformers.XLNetConfig(dropout=0.0, mem_len=MEM_LEN, **sizes)
-  torch.manual_seed(seed)
-  model = transformers.XLNetLMHeadModel(config).eval()
-  with torch.no_grad():
-    for name, parameter in model.named_parameters():  # The tied table appears once.
-      centre = 1.0 if name.endswith("layer_norm.weight") else 0.0
-      parameter.copy_(centre + 0.1 * torch.randn_like(parameter))
-  return model
-
-
-def _permutation(rng, num_predict):
-  """A factorisation order per row; the last ``num_predict`` of it are predicted."""
-  perm_mask = np.zeros((B, L, L), np.float32)
-  mapping = np.zeros((B, num_predict, L), np.float32)
-  for b in range(B):
-    order = rng.permutation(L)
-    rank = np.empty(L, int)
-    rank[order] = np.arange(L)
-    targets = order[-num_predict:]
-    # i may not see j if j comes later in the order, nor itself when i is a target.
-    perm_mask[b] = rank[None, :] > rank[:, None]
-    perm_mask[b, targets, targets] = 1.0
-    mapping[b, np.arange(num_predict), targets] = 1.0
-  return perm_mask, mapping
-
-
 @pytest.fixture(scope="module", params=sorted(SIZES))
 def pair(request):
-  model = _random_xlnet(1, **SIZES[request.param])
+  model = xlnet_reference.random_xlnet(
+    transformers, torch, 1, mem_len=MEM_LEN, **SIZES[request.param]
+  )
   state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
   config = xlnet_weights.model_config_from_xlnet_config(model.config.to_dict(), "config")
   params = xlnet_weights.params_from_hf(state, config)
@@ -109,7 +85,7 @@ def test_outputs_and_memory_equal_transformers(pair):
 def test_two_stream_logits_equal_transformers_with_perm_mask_and_memory(pair):
   model, _, config, params = pair
   ids, types, mask = _inputs(config.vocab_size, 2)
-  perm_mask, mapping = _permutation(np.random.default_rng(3), num_predict=4)
+  perm_mask, mapping = xlnet_reference.permutation(np.random.default_rng(3), B, L, num_predict=4)
   first = _torch(model, ids, types, mask)
   theirs = _torch(
     model, ids, types, mask, perm_mask=perm_mask, target_mapping=mapping, mems=list(first.mems)
@@ -126,7 +102,7 @@ def test_query_stream_never_sees_its_own_token(pair):
   _, _, config, params = pair
   ids, types, mask = _inputs(config.vocab_size, 4)
   mask[:] = 1
-  perm_mask, mapping = _permutation(np.random.default_rng(5), num_predict=3)
+  perm_mask, mapping = xlnet_reference.permutation(np.random.default_rng(5), B, L, num_predict=3)
   target = int(np.argmax(mapping[0, 0]))
   changed = ids.copy()
   changed[0, target] = (ids[0, target] + 1) % config.vocab_size

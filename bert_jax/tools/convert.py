@@ -10,7 +10,8 @@
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
-BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert. ``--to=hf`` writes
+BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do XLNet's
+(XLNetModel, XLNetLMHeadModel; model_type "xlnet" in config.json selects the XLNet table). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining. A fine-tuned
 run's task heads are not exported (Hugging Face's task classes name them differently).
@@ -30,9 +31,9 @@ from etils import epath
 from safetensors import SafetensorError
 from safetensors import numpy as safetensors_numpy
 
-from bert_jax import environment
+from bert_jax import environment, names
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
+from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table, xlnet_weights
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
@@ -179,12 +180,18 @@ def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrit
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  model = hf_config.model_config_from_bert_config(
-    _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
-    str(directory / "config.json"),
-  )
+  config_values = _read_json(directory / "config.json", "a Hugging Face model directory needs it")
+  # XLNet (XLNetModel / XLNetLMHeadModel / task classes) has its own keys and weight table.
+  if isinstance(config_values, dict) and config_values.get("model_type") == names.XLNET:
+    interop = xlnet_weights
+    model = xlnet_weights.model_config_from_xlnet_config(
+      config_values, str(directory / "config.json")
+    )
+  else:
+    interop = hf_weights
+    model = hf_config.model_config_from_bert_config(config_values, str(directory / "config.json"))
   weights_path, state = _hf_state(directory)
-  params = hf_weights.params_from_hf(state, model, source=str(weights_path))
+  params = interop.params_from_hf(state, model, source=str(weights_path))
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
@@ -261,8 +268,9 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
     )
   params = weight_table.unscanned(run.params, model)
-  state = hf_weights.hf_from_params(params, model)
-  exported = {row.ours for row in hf_weights.rows(model)}
+  interop = xlnet_weights if model.family == names.XLNET else hf_weights
+  state = interop.hf_from_params(params, model)
+  exported = {row.ours for row in interop.rows(model)}
   left_out = sorted(set(weight_table.flatten(params)) - exported)
   if left_out:
     logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
@@ -270,7 +278,11 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
   directory = _fresh_output(output)
-  config = hf_config.bert_config_from_model_config(model, _architecture(params))
+  if model.family == names.XLNET:
+    architecture = "XLNetLMHeadModel" if "lm_loss_bias" in params else "XLNetModel"
+    config = xlnet_weights.xlnet_config_from_model_config(model, architecture)
+  else:
+    config = hf_config.bert_config_from_model_config(model, _architecture(params))
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   # transformers refuses safetensors files without this format tag.
   safetensors_numpy.save_file(
