@@ -79,6 +79,7 @@ def base_config() -> ml_collections.ConfigDict:
   config.model.ffn_chunk_len = 0  # Feed-forward over chunks of this many positions; 0 = unchunked.
   config.model.mem_len = 0  # xlnet: earlier segments' hidden states attended to; 0 = none.
   config.model.clamp_len = -1  # xlnet: clip relative distances to this; -1 = no clipping.
+  config.model.causal = False  # xlnet: attend to memory and earlier tokens only (causal LM).
   # Options of the lsh and local attention kinds (ignored by dense / fused).
   config.model.lsh = ml_collections.ConfigDict()
   config.model.lsh.chunk_len = 64  # data.max_seq_length must be a multiple of it.

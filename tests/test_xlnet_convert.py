@@ -57,7 +57,7 @@ def test_xlnet_model_checkpoint_converts_to_the_trunk(tmp_path):
 @pytest.mark.parametrize(
   "change, message",
   [
-    (dict(attn_type="uni"), "attn_type='uni'"),
+    (dict(same_length=True), "same_length=True"),
     (dict(bi_data=True), "bi_data=True"),
     (dict(ff_activation="relu"), "ff_activation='relu'"),
   ],

@@ -49,7 +49,8 @@ def _torch(model, ids, types, mask, **kwargs):
     out = model(
       input_ids=torch.from_numpy(ids.astype(np.int64)),
       token_type_ids=torch.from_numpy(types.astype(np.int64)),
-      attention_mask=torch.from_numpy(mask.astype(np.float32)),
+      # None for transformers' attn_type="uni", whose in-place mask sum fails for batches > 1.
+      attention_mask=None if mask is None else torch.from_numpy(mask.astype(np.float32)),
       output_hidden_states=True,
       use_mems=True,
       **extra,
@@ -131,3 +132,33 @@ def test_round_trip_is_bit_identical(pair):
   assert dataclasses.asdict(
     xlnet_weights.model_config_from_xlnet_config(back, "c")
   ) == dataclasses.asdict(config)
+
+
+def test_causal_transformer_xl_lm_with_memory_equals_transformers():
+  # transformers' attn_type="uni" is model.causal: the Transformer-XL LM over [memory; segment].
+  model = xlnet_reference.random_xlnet(
+    transformers, torch, 2, mem_len=MEM_LEN, attn_type="uni", **SIZES["small"]
+  )
+  state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+  config = xlnet_weights.model_config_from_xlnet_config(model.config.to_dict(), "config")
+  assert config.causal
+  params = xlnet_weights.params_from_hf(state, config)
+  ours = jax.jit(lambda *a: XLNetLMHeadModel(config).apply({"params": params}, *a))
+  ids, types, mask = _inputs(config.vocab_size, 6)
+  mask[:] = 1
+  types[:] = 0
+  first = _torch(model, ids, types, None)
+  mine = ours(ids, types, mask, None)
+  np.testing.assert_allclose(mine["logits"], first.logits.numpy(), atol=1e-5)
+  ids2 = (ids + 1) % config.vocab_size
+  second = _torch(model, ids2, types, None, mems=list(first.mems))
+  np.testing.assert_allclose(
+    ours(ids2, types, mask, mine["memory"])["logits"], second.logits.numpy(), atol=1e-5
+  )
+  # Causal: changing the last token leaves every earlier position's logits as they were.
+  changed = ids2.copy()
+  changed[:, -1] = (changed[:, -1] + 1) % config.vocab_size
+  moved = ours(changed, types, mask, mine["memory"])["logits"]
+  np.testing.assert_array_equal(
+    moved[:, :-1], ours(ids2, types, mask, mine["memory"])["logits"][:, :-1]
+  )

@@ -105,6 +105,11 @@ class ModelConfig:
   clamp_len: int = option(
     -1, help="xlnet: relative distances beyond this are clipped to it; -1 = no clipping"
   )
+  causal: bool = option(
+    False,
+    help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
+    "LM; transformers' attn_type='uni')",
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:

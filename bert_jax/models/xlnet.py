@@ -23,18 +23,21 @@ from bert_jax.models.dropout import Dropout
 from bert_jax.models.xlnet_layers import XLNetLayer
 
 
-def attention_masks(input_mask_BL, perm_mask_BLL, memory_len: int):
+def attention_masks(input_mask_BL, perm_mask_BLL, memory_len: int, causal: bool = False):
   """(content mask, query mask), bool [B, L, memory_len + L]; True = may attend.
 
   Args:
     input_mask_BL: int, 0 for padding (positive values are real tokens).
     perm_mask_BLL: 1 where token i may not see token j (XLNet's ``perm_mask``), or None.
     memory_len: number of memory positions in front of the keys (always visible).
+    causal: token i may not see later tokens j > i either.
   """
   batch, length = input_mask_BL.shape
   blocked_BLL = jnp.broadcast_to((input_mask_BL <= 0)[:, None, :], (batch, length, length))
   if perm_mask_BLL is not None:
     blocked_BLL = blocked_BLL | (perm_mask_BLL > 0)
+  if causal:
+    blocked_BLL = blocked_BLL | (jnp.arange(length)[None, :] > jnp.arange(length)[:, None])[None]
   blocked_BLK = jnp.concatenate(
     [jnp.zeros((batch, length, memory_len), bool), blocked_BLL], axis=-1
   )
@@ -74,7 +77,7 @@ class XLNetEncoder(nn.Module):
   """XLNet's trunk; ``__call__`` is the family interface, `streams` the full model.
 
   Attributes:
-    config: the model configuration (``mem_len``, ``clamp_len`` are read here).
+    config: the model configuration (``mem_len``, ``clamp_len``, ``causal`` are read here).
     deterministic: disables dropout.
   """
 
@@ -131,7 +134,7 @@ class XLNetEncoder(nn.Module):
     dtype = jnp.dtype(self.config.dtype)
     batch, length = input_ids_BL.shape
     memory_len = 0 if memory is None else memory[0].shape[1]
-    masks = attention_masks(input_mask_BL, perm_mask_BLL, memory_len)
+    masks = attention_masks(input_mask_BL, perm_mask_BLL, memory_len, self.config.causal)
     differs_BLK = segment_differs(token_type_ids_BL, memory_len)
     distances_P = relative.relative_distances(length, memory_len + length, self.config.clamp_len)
     positions_PD = relative.sinusoid_encodings(distances_P, self.config.hidden_size)

@@ -42,11 +42,12 @@ _KEYS = (
 # Settings of XLNetConfig whose other values compute something bert_jax's xlnet does not.
 _FIXED = {
   "ff_activation": "gelu",
-  "attn_type": "bi",
   "bi_data": False,
   "same_length": False,
   "reuse_len": None,
 }
+# transformers' attn_type -> model.causal.
+_ATTN_TYPES = {"bi": False, "uni": True}
 _LAYER_ROWS = (
   ("rel_attn/q/kernel", "rel_attn.q", False),
   ("rel_attn/k/kernel", "rel_attn.k", False),
@@ -69,11 +70,12 @@ _LAYER_ROWS = (
 
 
 def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
-  """The bert_jax model of a Hugging Face XLNet ``config.json``.
+  """The bert_jax model of a Hugging Face XLNet ``config.json`` (``attn_type='uni'`` is
+  ``model.causal``).
 
   Raises:
     UserInputError: another model type, a setting bert_jax's xlnet does not compute
-      (activation, uni-directional attention, bi_data, same_length, reuse_len), or missing sizes.
+      (activation, bi_data, same_length, reuse_len), or missing sizes.
   """
   if not isinstance(values, dict) or values.get("model_type") != names.XLNET:
     raise UserInputError(f"{source} is not an XLNet config.json (model_type 'xlnet')")
@@ -86,8 +88,11 @@ def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
   missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
   if missing:
     raise UserInputError(f"{source} lacks {', '.join(missing)}; is it an XLNet config.json?")
+  attn_type = values.get("attn_type", "bi")
+  if attn_type not in _ATTN_TYPES:
+    raise UserInputError(f"{source} has attn_type={attn_type!r}; use 'bi' or 'uni'")
   fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
-  fields.update(family=names.XLNET, attention_kind="dense")
+  fields.update(family=names.XLNET, attention_kind="dense", causal=_ATTN_TYPES[attn_type])
   return model_config_from_dict(fields)
 
 
@@ -95,7 +100,7 @@ def xlnet_config_from_model_config(config: ModelConfig, architecture: str) -> di
   """A Hugging Face XLNet ``config.json`` object (``transformers.XLNetConfig`` keys)."""
   values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
   values.update(_FIXED, architectures=[architecture], model_type=names.XLNET)
-  values.update(d_head=config.head_dim, untie_r=True)
+  values.update(d_head=config.head_dim, untie_r=True, attn_type="uni" if config.causal else "bi")
   return values
 
 
