@@ -23,24 +23,34 @@ from bert_jax.models.dropout import Dropout
 from bert_jax.models.xlnet_layers import XLNetLayer
 
 
-def attention_masks(input_mask_BL, perm_mask_BLL, memory_len: int, causal: bool = False):
+def attention_masks(
+  input_mask_BL, perm_mask_BLL, memory_len: int, causal: bool = False, memory_ids_BN=None
+):
   """(content mask, query mask), bool [B, L, memory_len + L]; True = may attend.
 
   Args:
-    input_mask_BL: int, 0 for padding (positive values are real tokens).
+    input_mask_BL: int, 0 for padding; positive values are document ids: a token sees only
+      its own document (0/1 masks give XLNet's padding mask; a padding query sees every real
+      token, as in transformers).
     perm_mask_BLL: 1 where token i may not see token j (XLNet's ``perm_mask``), or None.
-    memory_len: number of memory positions in front of the keys (always visible).
+    memory_len: number of memory positions in front of the keys.
     causal: token i may not see later tokens j > i either.
+    memory_ids_BN: document ids of the memory positions; a token sees only memory of its own
+      document (the memory resets at document boundaries). None: all memory is visible.
   """
   batch, length = input_mask_BL.shape
-  blocked_BLL = jnp.broadcast_to((input_mask_BL <= 0)[:, None, :], (batch, length, length))
+  query_BL1 = input_mask_BL[:, :, None]
+  other_document_BLL = (query_BL1 > 0) & (input_mask_BL[:, None, :] != query_BL1)
+  blocked_BLL = (input_mask_BL <= 0)[:, None, :] | other_document_BLL
   if perm_mask_BLL is not None:
     blocked_BLL = blocked_BLL | (perm_mask_BLL > 0)
   if causal:
     blocked_BLL = blocked_BLL | (jnp.arange(length)[None, :] > jnp.arange(length)[:, None])[None]
-  blocked_BLK = jnp.concatenate(
-    [jnp.zeros((batch, length, memory_len), bool), blocked_BLL], axis=-1
-  )
+  if memory_ids_BN is None:
+    memory_blocked_BLN = jnp.zeros((batch, length, memory_len), bool)
+  else:
+    memory_blocked_BLN = memory_ids_BN[:, None, :] != query_BL1
+  blocked_BLK = jnp.concatenate([memory_blocked_BLN, blocked_BLL], axis=-1)
   itself_1LK = (
     jnp.arange(memory_len + length)[None, :] == memory_len + jnp.arange(length)[:, None]
   )[None]
@@ -114,6 +124,7 @@ class XLNetEncoder(nn.Module):
     perm_mask_BLL=None,
     target_mapping_BML=None,
     two_stream: bool = False,
+    memory_ids_BN=None,
   ):
     """Runs the backbone.
 
@@ -126,6 +137,7 @@ class XLNetEncoder(nn.Module):
       target_mapping_BML: one-hot [B, M, L]: prediction m is at position l, or None.
       two_stream: run the query stream (implied by a target mapping); without a target
         mapping it has one row per position.
+      memory_ids_BN: the memory's document ids (see `attention_masks`), or None.
 
     Returns:
       dict: ``content`` [B, L, D] and ``query`` ([B, M, D] or None) after the final dropout;
@@ -134,7 +146,9 @@ class XLNetEncoder(nn.Module):
     dtype = jnp.dtype(self.config.dtype)
     batch, length = input_ids_BL.shape
     memory_len = 0 if memory is None else memory[0].shape[1]
-    masks = attention_masks(input_mask_BL, perm_mask_BLL, memory_len, self.config.causal)
+    masks = attention_masks(
+      input_mask_BL, perm_mask_BLL, memory_len, self.config.causal, memory_ids_BN
+    )
     differs_BLK = segment_differs(token_type_ids_BL, memory_len)
     distances_P = relative.relative_distances(length, memory_len + length, self.config.clamp_len)
     positions_PD = relative.sinusoid_encodings(distances_P, self.config.hidden_size)
@@ -183,7 +197,7 @@ class XLNetEncoder(nn.Module):
 
 
 class XLNetLMHeadModel(nn.Module):
-  """XLNet with the tied LM projection (+ ``lm_loss/bias``) on the content or query stream."""
+  """XLNet with the tied LM projection (+ ``lm_loss_bias``) on the content or query stream."""
 
   config: ModelConfig
   deterministic: bool = True
@@ -197,26 +211,39 @@ class XLNetLMHeadModel(nn.Module):
     memory=None,
     perm_mask_BLL=None,
     target_mapping_BML=None,
+    memory_ids_BN=None,
   ):
     """Returns ``logits`` (float32, of the query stream when there is a target mapping), the
-    ``content`` stream, and ``memory``: each layer's next memory (``model.mem_len`` long, or
-    everything when ``mem_len`` is 0, as transformers does)."""
+    ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
+    everything when ``mem_len`` is 0, as transformers does), and ``memory_ids``: its document
+    ids (``input_mask_BL``'s values)."""
     encoder = XLNetEncoder(self.config, self.deterministic, name="bert")
     out = encoder.streams(
-      input_ids_BL, token_type_ids_BL, input_mask_BL, memory, perm_mask_BLL, target_mapping_BML
+      input_ids_BL,
+      token_type_ids_BL,
+      input_mask_BL,
+      memory,
+      perm_mask_BLL,
+      target_mapping_BML,
+      memory_ids_BN=memory_ids_BN,
     )
     stream = out["content"] if out["query"] is None else out["query"]
     bias_V = self.param(
       "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
     )
+    mem_len = self.config.mem_len
     memories = [
-      next_memory(None if memory is None else memory[i], x_BLD, self.config.mem_len)
+      next_memory(None if memory is None else memory[i], x_BLD, mem_len)
       for i, x_BLD in enumerate(out["layer_inputs"])
     ]
+    if memory_ids_BN is None and memory is not None:
+      # Memory of unknown documents: treat it as the first token's document.
+      memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
     return {
       "logits": encoder.attend(stream) + bias_V[None, None, :],
       "content": out["content"],
       "memory": memories,
+      "memory_ids": next_memory(memory_ids_BN, input_mask_BL, mem_len),
     }
 
 
