@@ -1,9 +1,16 @@
 """tools/convert for XLNet: Hugging Face directory -> workdir -> Hugging Face directory."""
 
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.interop import weight_table, xlnet_weights
+from bert_jax.models.xlnet import XLNetEncoder
 from bert_jax.tools import convert, workdir_params
 from tests import xlnet_reference
 
@@ -71,3 +78,20 @@ def test_settings_bert_jax_does_not_compute_are_one_line_errors(change, message,
   assert status == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and message in err[0], err
+
+
+def test_xlnet_base_has_the_transformers_parameter_count():
+  # Large (L=24, H=1024, A=16) gives 360,268,800 on both sides the same way (measured once;
+  # tracing it here would double this test's cost).
+  config = model_config_from_dict(dict(family="xlnet", size="base", vocab_size=32000))
+  ids = jnp.zeros((1, 2), jnp.int32)
+  shapes = jax.eval_shape(lambda: XLNetEncoder(config).init(jax.random.key(0), ids, ids, ids + 1))
+  flat = weight_table.flatten(nn.unbox(shapes)["params"])
+  trunk = sum(
+    math.prod(leaf.shape) for path, leaf in flat.items() if not path.startswith("pooler/")
+  )
+  with torch.device("meta"):  # Shapes only: no 117M-parameter init.
+    reference = transformers.XLNetModel(
+      transformers.XLNetConfig(vocab_size=32000, d_model=768, n_layer=12, n_head=12, d_inner=3072)
+    )
+  assert trunk == sum(p.numel() for p in reference.parameters()) == 116_718_336
