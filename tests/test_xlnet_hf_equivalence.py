@@ -92,7 +92,7 @@ def test_two_stream_logits_equal_transformers_with_perm_mask_and_memory(pair):
     model, ids, types, mask, perm_mask=perm_mask, target_mapping=mapping, mems=list(first.mems)
   )
   memory = [jnp.asarray(m.numpy().transpose(1, 0, 2)) for m in first.mems]
-  mine = XLNetLMHeadModel(config).apply(
+  mine = jax.jit(XLNetLMHeadModel(config).apply)(
     {"params": params}, ids, types, mask, memory, perm_mask, mapping
   )
   assert mine["logits"].shape == (B, 4, config.vocab_size)
@@ -107,8 +107,10 @@ def test_query_stream_never_sees_its_own_token(pair):
   target = int(np.argmax(mapping[0, 0]))
   changed = ids.copy()
   changed[0, target] = (ids[0, target] + 1) % config.vocab_size
-  run = lambda x: XLNetLMHeadModel(config).apply(
-    {"params": params}, x, types, mask, None, perm_mask, mapping
+  run = jax.jit(
+    lambda x: XLNetLMHeadModel(config).apply(
+      {"params": params}, x, types, mask, None, perm_mask, mapping
+    )
   )
   before, after = run(ids), run(changed)
   np.testing.assert_array_equal(
