@@ -136,3 +136,9 @@ def test_sharded_permutation_lm_step_equals_single_device():
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params_8, params_1
   )
+
+
+def test_layer_layouts_xlnet_does_not_run_are_one_line_errors():
+  for change in (dict(scan_layers=True), dict(reversible=True)):
+    with pytest.raises(UserInputError, match="model.family='xlnet' runs its own unscanned"):
+      dataclasses.replace(TINY, **change)
