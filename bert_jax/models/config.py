@@ -141,6 +141,19 @@ class ModelConfig:
   span_boundary_max_offset: int = option(
     10, help="SBO: rows of its relative-position table; offsets in a span are clipped to it."
   )
+  mem_len: int = option(
+    0,
+    help="xlnet: hidden states of earlier segments each layer attends to (Transformer-XL "
+    "memory); 0 = none",
+  )
+  clamp_len: int = option(
+    -1, help="xlnet: relative distances beyond this are clipped to it; -1 = no clipping"
+  )
+  causal: bool = option(
+    False,
+    help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
+    "LM; transformers' attn_type='uni')",
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:
@@ -181,6 +194,16 @@ class ModelConfig:
       raise UserInputError(
         "model.reversible=True already recomputes activations in the backward pass; set "
         "model.remat_policy='none'"
+      )
+
+    if self.mem_len < 0:
+      raise UserInputError(
+        f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
+      )
+    if self.family == names.XLNET and (self.scan_layers or self.reversible):
+      raise UserInputError(
+        "model.family='xlnet' runs its own unscanned, non-reversible layers; set "
+        "model.scan_layers=False and model.reversible=False"
       )
 
   @property

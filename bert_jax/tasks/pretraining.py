@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
@@ -139,6 +140,43 @@ class PretrainingTask:
     return metrics
 
 
+@dataclasses.dataclass(frozen=True)
+class PermutationLmTask(PretrainingTask):
+  """XLNet's permutation LM over the pipeline's masked positions (`models/permutation.py`).
+
+  The model sees the original tokens (the masked ids put back): the factorisation order, not
+  a [MASK] token, hides each target from its own prediction. Loss and metrics are the MLM
+  ones at those positions.
+  """
+
+  use_nsp: bool = False
+
+  def model_inputs(self, batch):
+    positions_BP, weights_BP = batch["masked_lm_positions"], batch["masked_lm_weights"]
+    ids_BL = jnp.asarray(batch["input_ids"])
+    rows_B1 = jnp.arange(ids_BL.shape[0])[:, None]
+    restored_BP = jnp.where(weights_BP > 0, batch["masked_lm_ids"], ids_BL[rows_B1, positions_BP])
+    original_BL = ids_BL.at[rows_B1, positions_BP].set(restored_BP)
+    return (
+      original_BL,
+      batch["token_type_ids"],
+      batch["input_mask"],
+      positions_BP,
+      weights_BP,
+    )
+
+
+def _permutation_lm_task(model_config: ModelConfig, data_config) -> PermutationLmTask:
+  if data_config.objective != "none":
+    raise UserInputError(
+      f"data.objective={data_config.objective!r} needs a sentence head, which "
+      "model.family='xlnet' has not; set data.objective='none' (permutation LM only)"
+    )
+  return PermutationLmTask(
+    model_config, data_config.max_seq_length, data_config.max_predictions_per_seq
+  )
+
+
 def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingTask:
   """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
   del data
@@ -148,6 +186,8 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingT
       f"model.family={family.name!r} has no sentence head for data.objective="
       f"{data_config.objective!r}; set data.objective='none' (masked LM only)"
     )
+  if model_config.family == names.XLNET:
+    return _permutation_lm_task(model_config, data_config)
   # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
   return PretrainingTask(
     model_config,

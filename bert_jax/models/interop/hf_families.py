@@ -15,6 +15,7 @@ from bert_jax.models.interop import (
   hf_config,
   hf_distilbert,
   hf_weights,
+  xlnet_weights,
 )
 
 
@@ -84,6 +85,17 @@ _FORMATS = (
     albert_weights.params_from_hf,
     albert_weights.hf_from_params,
     albert_weights.architecture,
+  ),
+  HfFormat(
+    names.XLNET,
+    "xlnet",
+    "XLNet",
+    xlnet_weights.model_config_from_xlnet_config,
+    xlnet_weights.xlnet_config_from_model_config,
+    xlnet_weights.rows,
+    xlnet_weights.params_from_hf,
+    xlnet_weights.hf_from_params,
+    xlnet_weights.architecture,
   ),
 )
 

@@ -105,6 +105,7 @@ def import_params(
   *,
   source: str,
   ignored=frozenset(),
+  our_shapes=None,
 ):
   """Checks a foreign checkpoint against ``rows`` and returns bert_jax params (numpy, float32).
 
@@ -115,6 +116,7 @@ def import_params(
     config: the model the checkpoint must fit.
     source: the checkpoint's path, for the message.
     ignored: names of tensors that are known and deliberately not converted.
+    our_shapes: path -> shape of the bert_jax params (default: BERT's, `param_shapes`).
 
   Returns:
     Nested dict of params of the groups the checkpoint holds.
@@ -122,7 +124,7 @@ def import_params(
   Raises:
     UserInputError: one line listing missing, unexpected and mis-shaped tensors.
   """
-  our_shapes = param_shapes(config)
+  our_shapes = param_shapes(config) if our_shapes is None else our_shapes
   present = {row.group for row in rows if row.theirs in their_shapes} | {REQUIRED_GROUP}
   wanted = [row for row in rows if row.group in present]
   missing = [row.theirs for row in wanted if row.theirs not in their_shapes]

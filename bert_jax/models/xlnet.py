@@ -1,0 +1,295 @@
+"""XLNet (Yang et al. 2019): a Transformer-XL backbone with two-stream attention and memory.
+
+`XLNetEncoder` is the family's trunk (`families.py`): word embeddings (no absolute positions),
+layers of relative attention, and a last-token summary as the pooled output.
+`XLNetEncoder.streams` exposes everything XLNet adds: per-layer memory (``mems``), a
+permutation mask and the query stream g placed by a target mapping. `XLNetLMHeadModel` puts the
+tied vocabulary projection on top, as ``transformers.XLNetLMHeadModel`` does.
+
+Masks follow XLNet: ``perm_mask[b, i, j] = 1`` forbids token i to see token j. The content
+stream always sees itself; the query stream only sees what the mask allows, so it never sees
+its own token's content. Memory positions are always visible.
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from bert_jax import names
+from bert_jax.models import layers, permutation
+from bert_jax.models.attention import relative
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
+from bert_jax.models.xlnet_layers import XLNetLayer
+
+
+def attention_masks(
+  input_mask_BL, perm_mask_BLL, memory_len: int, causal: bool = False, memory_ids_BN=None
+):
+  """(content mask, query mask), bool [B, L, memory_len + L]; True = may attend.
+
+  Args:
+    input_mask_BL: int, 0 for padding; positive values are document ids: a token sees only
+      its own document (0/1 masks give XLNet's padding mask; a padding query sees every real
+      token, as in transformers).
+    perm_mask_BLL: 1 where token i may not see token j (XLNet's ``perm_mask``), or None.
+    memory_len: number of memory positions in front of the keys.
+    causal: token i may not see later tokens j > i either.
+    memory_ids_BN: document ids of the memory positions; a token sees only memory of its own
+      document (the memory resets at document boundaries). None: all memory is visible.
+  """
+  batch, length = input_mask_BL.shape
+  query_BL1 = input_mask_BL[:, :, None]
+  other_document_BLL = (query_BL1 > 0) & (input_mask_BL[:, None, :] != query_BL1)
+  blocked_BLL = (input_mask_BL <= 0)[:, None, :] | other_document_BLL
+  if perm_mask_BLL is not None:
+    blocked_BLL = blocked_BLL | (perm_mask_BLL > 0)
+  if causal:
+    blocked_BLL = blocked_BLL | (jnp.arange(length)[None, :] > jnp.arange(length)[:, None])[None]
+  if memory_ids_BN is None:
+    memory_blocked_BLN = jnp.zeros((batch, length, memory_len), bool)
+  else:
+    memory_blocked_BLN = memory_ids_BN[:, None, :] != query_BL1
+  blocked_BLK = jnp.concatenate([memory_blocked_BLN, blocked_BLL], axis=-1)
+  itself_1LK = (
+    jnp.arange(memory_len + length)[None, :] == memory_len + jnp.arange(length)[:, None]
+  )[None]
+  return ~blocked_BLK | itself_1LK, ~blocked_BLK
+
+
+def segment_differs(token_type_ids_BL, memory_len: int):
+  """bool [B, L, memory_len + L]: True where query and key are in different segments.
+
+  Memory positions count as segment 0, as in XLNet.
+  """
+  batch = token_type_ids_BL.shape[0]
+  key_types_BK = jnp.concatenate(
+    [jnp.zeros((batch, memory_len), token_type_ids_BL.dtype), token_type_ids_BL], axis=1
+  )
+  return token_type_ids_BL[:, :, None] != key_types_BK[:, None, :]
+
+
+def next_memory(memory_BND, inputs_BLD, mem_len: int):
+  """The memory for the next segment: the last ``mem_len`` of [memory; inputs] (all of it for
+  ``mem_len`` 0, as transformers does), with the gradient stopped."""
+  joined_BKD = inputs_BLD if memory_BND is None else jnp.concatenate([memory_BND, inputs_BLD], 1)
+  keep = joined_BKD.shape[1] if mem_len <= 0 else min(mem_len, joined_BKD.shape[1])
+  return jax.lax.stop_gradient(joined_BKD[:, joined_BKD.shape[1] - keep :])
+
+
+def last_token_index(input_mask_BL):
+  """Index of each row's last real token (XLNet summarises a sequence by its last token)."""
+  length = input_mask_BL.shape[1]
+  return length - 1 - jnp.argmax((input_mask_BL > 0)[:, ::-1], axis=1)
+
+
+class XLNetEncoder(nn.Module):
+  """XLNet's trunk; ``__call__`` is the family interface, `streams` the full model.
+
+  Attributes:
+    config: the model configuration (``mem_len``, ``clamp_len``, ``causal`` are read here).
+    deterministic: disables dropout.
+  """
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  def setup(self):
+    config = self.config
+    self.word_embedding = nn.Embed(
+      config.vocab_size,
+      config.hidden_size,
+      dtype=jnp.dtype(config.dtype),
+      param_dtype=jnp.float32,
+      embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
+    )
+    self.mask_emb = self.param(
+      "mask_emb",
+      layers.normal_init(config, (None, None, names.EMBED)),
+      (1, 1, config.hidden_size),
+      jnp.float32,
+    )
+    self.layers = [
+      XLNetLayer(config, self.deterministic, name=f"layer_{i}") for i in range(config.num_layers)
+    ]
+    self.dropout = Dropout(config.hidden_dropout_rate)
+    self.pooler = layers.dense(config, config.hidden_size, (names.EMBED, names.MLP), "pooler")
+
+  def streams(
+    self,
+    input_ids_BL,
+    token_type_ids_BL,
+    input_mask_BL,
+    memory=None,
+    perm_mask_BLL=None,
+    target_mapping_BML=None,
+    two_stream: bool = False,
+    memory_ids_BN=None,
+  ):
+    """Runs the backbone.
+
+    Args:
+      input_ids_BL: int token ids.
+      token_type_ids_BL: int segment ids (only equality matters: relative segments).
+      input_mask_BL: int, 0 for padding.
+      memory: per-layer memory, a sequence of ``num_layers`` arrays [B, N, D], or None.
+      perm_mask_BLL: XLNet's permutation mask (1 = may not attend), or None.
+      target_mapping_BML: one-hot [B, M, L]: prediction m is at position l, or None.
+      two_stream: run the query stream (implied by a target mapping); without a target
+        mapping it has one row per position.
+      memory_ids_BN: the memory's document ids (see `attention_masks`), or None.
+
+    Returns:
+      dict: ``content`` [B, L, D] and ``query`` ([B, M, D] or None) after the final dropout;
+      ``layer_inputs``: each layer's input h (what `next_memory` caches).
+    """
+    dtype = jnp.dtype(self.config.dtype)
+    batch, length = input_ids_BL.shape
+    memory_len = 0 if memory is None else memory[0].shape[1]
+    masks = attention_masks(
+      input_mask_BL, perm_mask_BLL, memory_len, self.config.causal, memory_ids_BN
+    )
+    differs_BLK = segment_differs(token_type_ids_BL, memory_len)
+    distances_P = relative.relative_distances(length, memory_len + length, self.config.clamp_len)
+    positions_PD = relative.sinusoid_encodings(distances_P, self.config.hidden_size)
+    positions_PD = self.dropout(positions_PD.astype(dtype), self.deterministic)
+    h_BLD = self.dropout(self.word_embedding(input_ids_BL), self.deterministic)
+    g_BMD = None
+    if two_stream or target_mapping_BML is not None:
+      rows = length if target_mapping_BML is None else target_mapping_BML.shape[1]
+      g_BMD = jnp.broadcast_to(self.mask_emb.astype(dtype), (batch, rows, self.config.hidden_size))
+      g_BMD = self.dropout(g_BMD, self.deterministic)
+    layer_inputs = []
+    for i, layer in enumerate(self.layers):
+      layer_inputs.append(h_BLD)
+      h_BLD, g_BMD = layer(
+        h_BLD,
+        g_BMD,
+        None if memory is None else memory[i].astype(dtype),
+        positions_PD,
+        masks,
+        differs_BLK,
+        target_mapping_BML,
+      )
+    return {
+      "content": self.dropout(h_BLD, self.deterministic),
+      "query": None if g_BMD is None else self.dropout(g_BMD, self.deterministic),
+      "layer_inputs": layer_inputs,
+    }
+
+  def summary(self, x_BLD, input_mask_BL):
+    """XLNet's sequence summary: tanh(dense(last real token)) (``summary_type='last'``)."""
+    index_B = last_token_index(input_mask_BL)
+    last_BD = jnp.take_along_axis(x_BLD, index_B[:, None, None], axis=1)[:, 0]
+    return jnp.tanh(self.pooler(last_BD))
+
+  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """The family interface: (sequence [B, L, D], pooled [B, D]) without memory."""
+    x_BLD = self.streams(input_ids_BL, token_type_ids_BL, input_mask_BL)["content"]
+    return x_BLD, self.summary(x_BLD, input_mask_BL)
+
+  def attend(self, x_BPD):
+    """Logits over the vocabulary through the tied word table (float32)."""
+    table_VD = self.word_embedding.embedding
+    return jnp.einsum(
+      "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
+    )
+
+
+class XLNetLMHeadModel(nn.Module):
+  """XLNet with the tied LM projection (+ ``lm_loss_bias``) on the content or query stream."""
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(
+    self,
+    input_ids_BL,
+    token_type_ids_BL,
+    input_mask_BL,
+    memory=None,
+    perm_mask_BLL=None,
+    target_mapping_BML=None,
+    memory_ids_BN=None,
+  ):
+    """Returns ``logits`` (float32, of the query stream when there is a target mapping), the
+    ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
+    everything when ``mem_len`` is 0, as transformers does), and ``memory_ids``: its document
+    ids (``input_mask_BL``'s values)."""
+    encoder = XLNetEncoder(self.config, self.deterministic, name="bert")
+    out = encoder.streams(
+      input_ids_BL,
+      token_type_ids_BL,
+      input_mask_BL,
+      memory,
+      perm_mask_BLL,
+      target_mapping_BML,
+      memory_ids_BN=memory_ids_BN,
+    )
+    stream = out["content"] if out["query"] is None else out["query"]
+    bias_V = self.param(
+      "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
+    )
+    mem_len = self.config.mem_len
+    memories = [
+      next_memory(None if memory is None else memory[i], x_BLD, mem_len)
+      for i, x_BLD in enumerate(out["layer_inputs"])
+    ]
+    if memory_ids_BN is None and memory is not None:
+      # Memory of unknown documents: treat it as the first token's document.
+      memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
+    return {
+      "logits": encoder.attend(stream) + bias_V[None, None, :],
+      "content": out["content"],
+      "memory": memories,
+      "memory_ids": next_memory(memory_ids_BN, input_mask_BL, mem_len),
+    }
+
+
+class XLNetForPreTraining(nn.Module):
+  """XLNet's permutation LM: predicts the chosen positions through the query stream.
+
+  A fresh factorisation order is drawn on every call from the ``hashing`` rng stream (the
+  step's non-dropout randomness), see `permutation.py`.
+  """
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(
+    self,
+    input_ids_BL,
+    token_type_ids_BL,
+    input_mask_BL,
+    masked_lm_positions_BP,
+    masked_lm_weights_BP,
+  ):
+    """Returns float32 ``mlm_logits`` [B, P, V] for the tokens at ``masked_lm_positions_BP``.
+
+    Args:
+      input_ids_BL: the original (unmasked) token ids: the permutation, not a [MASK] token,
+        hides each target from its own prediction.
+      token_type_ids_BL: int segment ids.
+      input_mask_BL: int, 0 for padding.
+      masked_lm_positions_BP: the positions to predict.
+      masked_lm_weights_BP: positive for real predictions, 0 for padding rows.
+    """
+    length = input_ids_BL.shape[1]
+    target_BL = permutation.targets_from_positions(
+      masked_lm_positions_BP, masked_lm_weights_BP, length
+    )
+    ranks_BL = permutation.factorisation_ranks(target_BL, self.make_rng("hashing"))
+    encoder = XLNetEncoder(self.config, self.deterministic, name="bert")
+    out = encoder.streams(
+      input_ids_BL,
+      token_type_ids_BL,
+      input_mask_BL,
+      perm_mask_BLL=permutation.permutation_mask(ranks_BL, target_BL),
+      target_mapping_BML=permutation.target_mapping(masked_lm_positions_BP, length),
+    )
+    bias_V = self.param(
+      "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
+    )
+    return {"mlm_logits": encoder.attend(out["query"]) + bias_V[None, None, :]}

@@ -1,0 +1,165 @@
+"""Held-out loss of a tiny Transformer-XL LM as a function of its memory length.
+
+  python -m bert_jax.tools.memory_length --mem_lens=0,16,32 --segment_len=16 --steps=800
+
+For each ``mem_len`` a causal xlnet-family LM (model.causal, L=2, H=64) is trained from the same
+seed on the bytes of the embedded corpus, every batch row a stream of consecutive segments
+(`data/segment_stream.py`) with the memory carried from one segment to the next and reset at
+document boundaries; then it is evaluated on held-out documents the same way, with
+``--eval_mem_len`` (default: the training memory). One JSON line per memory length:
+{"mem_len", "eval_mem_len", "segment_len", "steps", "held_out_loss" (nats per byte),
+"seconds"}. A byte LM learns local structure within a few hundred steps, and a segment's
+first bytes can only be predicted from the previous segment's.
+"""
+
+import dataclasses
+import functools
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import flags
+
+from bert_jax import names
+from bert_jax.data import default_corpus, text_corpus
+from bert_jax.data.segment_stream import SegmentStream
+from bert_jax.data.tokenized_corpus import TokenizedDocuments
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.xlnet import XLNetLMHeadModel
+from bert_jax.tools import cli
+
+BYTE_LM = ModelConfig(
+  family=names.XLNET,
+  causal=True,
+  vocab_size=256,
+  hidden_size=64,
+  num_layers=2,
+  num_heads=2,
+  intermediate_size=128,
+  hidden_dropout_rate=0.0,
+  attention_dropout_rate=0.0,
+)
+_TRAIN_DOCUMENTS, _HELD_OUT_DOCUMENTS = 12, 4
+
+
+def byte_streams(rows: int, segment_len: int):
+  """(train, held-out) `SegmentStream`s of the embedded corpus's bytes (one token per byte)."""
+  documents = text_corpus.read_documents(default_corpus.default_corpus_path())
+
+  def as_bytes(docs):
+    return TokenizedDocuments.from_id_lists(
+      [[np.frombuffer(" ".join(d).encode(), np.uint8).astype(np.int32)] for d in docs]
+    )
+
+  return (
+    SegmentStream.from_documents(as_bytes(documents[:_TRAIN_DOCUMENTS]), rows, segment_len),
+    SegmentStream.from_documents(as_bytes(documents[-_HELD_OUT_DOCUMENTS:]), rows, segment_len),
+  )
+
+
+def _loss_and_memory(params, batch, memory, memory_ids, config):
+  out = XLNetLMHeadModel(config).apply(
+    {"params": params},
+    batch["input_ids"],
+    jnp.zeros_like(batch["input_ids"]),
+    batch["document_ids"],
+    memory,
+    memory_ids_BN=memory_ids,
+  )
+  ce_BL = optax.softmax_cross_entropy_with_integer_labels(out["logits"], batch["labels"])
+  weights_BL = batch["label_weights"]
+  loss = jnp.sum(ce_BL * weights_BL) / jnp.maximum(jnp.sum(weights_BL), 1.0)
+  if config.mem_len == 0:  # No recurrence: every segment starts without memory.
+    return loss, (None, None)
+  return loss, (out["memory"], out["memory_ids"])
+
+
+def _empty_memory(config: ModelConfig, rows: int):
+  """The first segment's memory: zeros of document 0, which no token attends to."""
+  if config.mem_len == 0:
+    return None, None
+  shape = (rows, config.mem_len, config.hidden_size)
+  return [jnp.zeros(shape)] * config.num_layers, jnp.zeros(shape[:2], jnp.int32)
+
+
+def held_out_loss(
+  mem_len, *, eval_mem_len=None, rows=8, segment_len=16, steps=800, eval_segments=64, lr=1e-3
+):
+  """Trains the byte LM with ``mem_len`` and returns its mean held-out loss (nats per byte)."""
+  if mem_len < 0 or (eval_mem_len is not None and eval_mem_len < 0):
+    raise UserInputError(f"memory lengths must be >= 0, got {mem_len} and {eval_mem_len}")
+  config = dataclasses.replace(BYTE_LM, mem_len=mem_len)
+  eval_config = dataclasses.replace(
+    config, mem_len=mem_len if eval_mem_len is None else eval_mem_len
+  )
+  train, held_out = byte_streams(rows, segment_len)
+  first = jax.tree.map(jnp.asarray, train.batch(0))
+  params = jax.jit(XLNetLMHeadModel(config).init)(
+    jax.random.key(0), first["input_ids"], first["input_ids"] * 0, first["document_ids"]
+  )["params"]
+  optimizer = optax.adam(lr)
+  opt_state = optimizer.init(params)
+  grad_fn = jax.value_and_grad(functools.partial(_loss_and_memory, config=config), has_aux=True)
+
+  @jax.jit
+  def step(params, opt_state, batch, memory, memory_ids):
+    (_, carried), grads = grad_fn(params, batch, memory, memory_ids)
+    updates, opt_state = optimizer.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state, carried
+
+  memory, memory_ids = _empty_memory(config, rows)
+  for t in range(steps):
+    params, opt_state, (memory, memory_ids) = step(
+      params, opt_state, train.batch(t), memory, memory_ids
+    )
+  evaluate = jax.jit(functools.partial(_loss_and_memory, config=eval_config))
+  losses, (memory, memory_ids) = [], _empty_memory(eval_config, rows)
+  for t in range(min(eval_segments, held_out.segments_per_epoch)):
+    loss, (memory, memory_ids) = evaluate(params, held_out.batch(t), memory, memory_ids)
+    losses.append(float(loss))
+  return float(np.mean(losses))
+
+
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_list("mem_lens", ["0", "16"], "Training memory lengths to compare.", **define)
+  flags.DEFINE_integer(
+    "eval_mem_len", None, "Memory at evaluation (default: training's).", **define
+  )
+  flags.DEFINE_integer("segment_len", 16, "Tokens (bytes) per segment.", **define)
+  flags.DEFINE_integer("steps", 800, "Training steps (segments per row).", **define)
+  flags.DEFINE_integer("rows", 8, "Batch rows (streams).", **define)
+
+
+def _run(values: flags.FlagValues):
+  for mem_len in (int(m) for m in values.mem_lens):
+    start = time.perf_counter()
+    loss = held_out_loss(
+      mem_len,
+      eval_mem_len=values.eval_mem_len,
+      rows=values.rows,
+      segment_len=values.segment_len,
+      steps=values.steps,
+    )
+    record = {
+      "mem_len": mem_len,
+      "eval_mem_len": mem_len if values.eval_mem_len is None else values.eval_mem_len,
+      "segment_len": values.segment_len,
+      "steps": values.steps,
+      "held_out_loss": round(loss, 4),
+      "seconds": round(time.perf_counter() - start, 1),
+    }
+    print(json.dumps(record), flush=True)
+
+
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
+  return cli.run(__doc__, _define_flags, _run, argv)
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())
