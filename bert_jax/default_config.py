@@ -77,6 +77,15 @@ def base_config() -> ml_collections.ConfigDict:
   # remat_policy "none" (it already recomputes).
   config.model.reversible = False
   config.model.ffn_chunk_len = 0  # Feed-forward over chunks of this many positions; 0 = unchunked.
+  config.model.embedding_size = 0  # Embedding table width, projected to hidden; 0 = hidden_size.
+  # family electra: generator size (a fraction of the discriminator's unless set) and lambda.
+  config.model.electra = ml_collections.ConfigDict()
+  config.model.electra.generator_fraction = 0.25  # Paper: 1/4 (small, large), 1/3 (base).
+  config.model.electra.generator_hidden_size = 0  # 0 = generator_fraction * hidden_size.
+  config.model.electra.generator_num_heads = 0  # 0 = generator_fraction * num_heads.
+  config.model.electra.generator_intermediate_size = 0  # 0 = fraction * intermediate_size.
+  config.model.electra.generator_num_layers = 0  # 0 = num_layers.
+  config.model.electra.rtd_weight = 50.0  # loss = generator MLM + rtd_weight * RTD.
   # Options of the lsh and local attention kinds (ignored by dense / fused).
   config.model.lsh = ml_collections.ConfigDict()
   config.model.lsh.chunk_len = 64  # data.max_seq_length must be a multiple of it.

@@ -40,4 +40,5 @@ TASKS = (PRETRAINING,) + FINETUNING_TASKS
 
 # Model families (`config.model.family`).
 BERT = "bert"
-FAMILIES = (BERT,)
+ELECTRA = "electra"
+FAMILIES = (BERT, ELECTRA)

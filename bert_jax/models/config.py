@@ -5,7 +5,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from bert_jax import names
+from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
+from bert_jax.models.electra_config import ElectraOptions, generator_config
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -96,6 +98,12 @@ class ModelConfig:
   # the [batch, length, intermediate] activation never exists for the whole length at once.
   ffn_chunk_len: int = 0
   lsh: LshOptions = LshOptions()
+  embedding_size: int = option(
+    0, help="Width of the embedding tables, projected to hidden_size if it differs; 0 = hidden."
+  )
+  electra: ElectraOptions = option(
+    default_factory=ElectraOptions, help="Generator size and RTD weight of family electra."
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:
@@ -136,6 +144,12 @@ class ModelConfig:
         "model.reversible=True already recomputes activations in the backward pass; set "
         "model.remat_policy='none'"
       )
+    if self.embedding_size < 0:
+      raise UserInputError(
+        f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
+      )
+    if self.family == names.ELECTRA:
+      generator_config(self)  # Raises if the generator does not fit the discriminator.
 
   @property
   def head_dim(self) -> int:
@@ -179,4 +193,13 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
         f"unknown model.lsh config keys {unknown_lsh}; valid keys: {sorted(known_lsh)}"
       )
     fields["lsh"] = LshOptions(**lsh_fields)
+  if "electra" in fields and not isinstance(fields["electra"], ElectraOptions):
+    electra_fields = {k: v for k, v in dict(fields["electra"]).items() if v is not None}
+    known_electra = {f.name for f in dataclasses.fields(ElectraOptions)}
+    unknown_electra = sorted(set(electra_fields) - known_electra)
+    if unknown_electra:
+      raise UserInputError(
+        f"unknown model.electra config keys {unknown_electra}; valid keys: {sorted(known_electra)}"
+      )
+    fields["electra"] = ElectraOptions(**electra_fields)
   return ModelConfig(**fields)

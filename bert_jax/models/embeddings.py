@@ -11,7 +11,9 @@ from bert_jax.models.dropout import Dropout
 class Embeddings(nn.Module):
   """Sums word, position and token-type embeddings.
 
-  The word table is also the MLM output matrix (`attend`), as in the original BERT.
+  The word table is also the MLM output matrix (`attend`), as in the original BERT. The tables
+  are ``model.embedding_size`` wide when it is set (ALBERT / ELECTRA factorised embeddings; the
+  family projects them to the hidden size), else ``hidden_size`` wide.
   """
 
   config: ModelConfig
@@ -21,7 +23,7 @@ class Embeddings(nn.Module):
     config = self.config
     embed = lambda n, axes, name: nn.Embed(  # pylint: disable=g-long-lambda
       n,
-      config.hidden_size,
+      config.embedding_size or config.hidden_size,
       dtype=jnp.dtype(config.dtype),
       param_dtype=jnp.float32,
       embedding_init=layers.normal_init(config, axes),

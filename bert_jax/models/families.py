@@ -12,6 +12,7 @@ import flax.linen as nn
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
+from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Family:
 
 _FAMILIES = {
   names.BERT: Family(names.BERT, BertEncoder, BertForPreTraining),
+  names.ELECTRA: Family(names.ELECTRA, ElectraEncoder, ElectraForPreTraining),
 }
 
 

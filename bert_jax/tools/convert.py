@@ -6,6 +6,8 @@
       --input=/models/uncased_L-12_H-768_A-12/bert_model.ckpt \\
       --bert_config=/models/uncased_L-12_H-768_A-12/bert_config.json --output=/runs/bert_base_tf
   python -m bert_jax.tools.convert --to=hf --input=/runs/bert_base --output=/models/bert_base_hf
+  python -m bert_jax.tools.convert --from=hf --input=/models/electra-small-discriminator \\
+      --generator=/models/electra-small-generator --output=/runs/electra_small_hf
 
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
@@ -14,6 +16,11 @@ BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert. ``--t
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining. A fine-tuned
 run's task heads are not exported (Hugging Face's task classes name them differently).
+
+ELECTRA (config.json ``model_type: electra``): ``--input`` is the discriminator
+(ElectraForPreTraining or ElectraModel), ``--generator`` the ElectraForMaskedLM trained with it
+(its embeddings must equal the discriminator's: bert_jax stores them once); ``--to=hf`` writes
+``<output>/discriminator`` and ``<output>/generator``.
 
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
 Google's TF code computes its tanh approximation, which differs by at most 5e-4 per value.
@@ -30,13 +37,17 @@ from etils import epath
 from safetensors import SafetensorError
 from safetensors import numpy as safetensors_numpy
 
-from bert_jax import environment
+from bert_jax import environment, names
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_config, hf_weights, tf_weights, weight_table
+from bert_jax.models.interop import hf_config, hf_electra, hf_weights, tf_weights, weight_table
 from bert_jax.tools import cli, workdir_params
 
 _SAFETENSORS = "model.safetensors"
 _TORCH_BIN = "pytorch_model.bin"
+# config.json model_type values --from=hf converts.
+_HF_MODEL_TYPES = ("bert", names.ELECTRA)
+# ELECTRA exports: one Hugging Face directory per model under --output.
+_ELECTRA_DIRS = ("discriminator", "generator")
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -72,6 +83,13 @@ def _define_flags(flag_values: flags.FlagValues):
     "lowercase",
     None,
     "Whether that vocab is uncased; default: tokenizer_config.json's do_lower_case, else True.",
+    **define,
+  )
+  flags.DEFINE_string(
+    "generator",
+    None,
+    "--from=hf of an ELECTRA discriminator (ElectraForPreTraining): the matching generator's "
+    "(ElectraForMaskedLM) directory; without it the generator starts from scratch.",
     **define,
   )
   flags.DEFINE_boolean("overwrite", False, "Replace an existing non-empty --output.", **define)
@@ -170,21 +188,51 @@ def _log_vocab(vocab_path, model):
     )
 
 
-def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
-  """Hugging Face BERT directory -> bert_jax workdir (see the module docstring)."""
-  _check_output(output, overwrite, [input_dir])
+def _hf_model(directory: epath.Path, generator):
+  """(model, params, weights path) of a Hugging Face directory (and an ELECTRA generator's)."""
+  config_path = directory / "config.json"
+  values = _read_json(config_path, "a Hugging Face model directory needs it")
+  model_type = values.get("model_type", "bert") if isinstance(values, dict) else None
+  if model_type not in _HF_MODEL_TYPES:
+    raise UserInputError(
+      f"{config_path} describes a {model_type!r} model; convert handles "
+      + ", ".join(f"{kind.upper()} (model_type {kind!r})" for kind in _HF_MODEL_TYPES)
+    )
+  if model_type != names.ELECTRA:
+    if generator:
+      raise UserInputError("--generator is for ELECTRA discriminators; drop it for this model")
+    model = hf_config.model_config_from_bert_config(values, str(config_path))
+    weights_path, state = _hf_state(directory)
+    return model, hf_weights.params_from_hf(state, model, source=str(weights_path)), weights_path
+  generator_values = generator_state = None
+  weights_path, state = _hf_state(directory)
+  source = str(weights_path)
+  if generator:
+    generator_dir = epath.Path(generator)
+    if not generator_dir.is_dir():
+      raise UserInputError(
+        f"--generator={generator} is not a directory; pass the ElectraForMaskedLM directory"
+      )
+    generator_values = _read_json(generator_dir / "config.json", "the generator needs it")
+    generator_path, generator_state = _hf_state(generator_dir)
+    source = f"{weights_path} + {generator_path}"
+  model = hf_electra.model_config_from_hf(values, generator_values, source)
+  params = hf_electra.params_from_hf(state, generator_state, model, source)
+  return model, params, source
+
+
+def from_hf(
+  input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False, generator=None
+):
+  """Hugging Face directory -> bert_jax workdir (see the module docstring)."""
+  _check_output(output, overwrite, [input_dir, generator])
   directory = epath.Path(input_dir)
   if not directory.is_dir():
     raise UserInputError(
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  model = hf_config.model_config_from_bert_config(
-    _read_json(directory / "config.json", "a Hugging Face model directory needs it"),
-    str(directory / "config.json"),
-  )
-  weights_path, state = _hf_state(directory)
-  params = hf_weights.params_from_hf(state, model, source=str(weights_path))
+  model, params, weights_path = _hf_model(directory, generator)
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
@@ -250,27 +298,9 @@ def _architecture(params) -> str:
   return "BertModel"
 
 
-def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
-  """bert_jax workdir or checkpoint -> Hugging Face directory (see the module docstring)."""
-  _check_output(output, overwrite, [workdir])
-  run = workdir_params.read_run(workdir)
-  model = run.model
-  if model.reversible or model.attention_kind in _APPROXIMATE_ATTENTION:
-    raise UserInputError(
-      f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
-      f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
-    )
-  params = weight_table.unscanned(run.params, model)
-  state = hf_weights.hf_from_params(params, model)
-  exported = {row.ours for row in hf_weights.rows(model)}
-  left_out = sorted(set(weight_table.flatten(params)) - exported)
-  if left_out:
-    logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
-  run_vocab_path, run_lowercase = workdir_params.run_vocab(run.config)
-  vocab_path = _vocab(vocab, run_vocab_path)
-  lowercase = run_lowercase if lowercase is None else lowercase
-  directory = _fresh_output(output)
-  config = hf_config.bert_config_from_model_config(model, _architecture(params))
+def _write_hf_dir(directory: epath.Path, config: dict, state, vocab_path, lowercase: bool):
+  """config.json, model.safetensors and (for a vocab.txt) the tokenizer files."""
+  directory.mkdir(parents=True, exist_ok=True)
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   # transformers refuses safetensors files without this format tag.
   safetensors_numpy.save_file(
@@ -283,7 +313,7 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
     tokenizer_config = {
       "tokenizer_class": "BertTokenizer",
       "do_lower_case": lowercase,
-      "model_max_length": model.max_position_embeddings,
+      "model_max_length": config["max_position_embeddings"],
     }
     (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
   else:
@@ -292,7 +322,45 @@ def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=Fa
       "that exists; pass --vocab",
       vocab_path or "unknown",
     )
-  print(f"wrote {output} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}")
+
+
+def _hf_directories(params, model):
+  """{subdirectory ("" = --output itself): (config.json object, state)} and exported rows."""
+  if model.family != names.ELECTRA:
+    config = hf_config.bert_config_from_model_config(model, _architecture(params))
+    return {"": (config, hf_weights.hf_from_params(params, model))}, hf_weights.rows(model)
+  discriminator, generator = hf_electra.hf_from_params(params, model)
+  configs = hf_electra.hf_configs_from_model_config(model, "discriminator_head" in params)
+  states = (discriminator, generator)
+  directories = {d: (c, s) for d, c, s in zip(_ELECTRA_DIRS, configs, states) if s is not None}
+  return directories, hf_electra.rows(model)
+
+
+def to_hf(workdir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
+  """bert_jax workdir or checkpoint -> Hugging Face directory (see the module docstring)."""
+  _check_output(output, overwrite, [workdir])
+  run = workdir_params.read_run(workdir)
+  model = run.model
+  if model.reversible or model.attention_kind in _APPROXIMATE_ATTENTION:
+    raise UserInputError(
+      f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
+      f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
+    )
+  params = weight_table.unscanned(run.params, model)
+  directories, rows = _hf_directories(params, model)
+  left_out = sorted(set(weight_table.flatten(params)) - {row.ours for row in rows})
+  if left_out:
+    logging.warning("not exported (no Hugging Face name): %s", ", ".join(left_out))
+  run_vocab_path, run_lowercase = workdir_params.run_vocab(run.config)
+  vocab_path = _vocab(vocab, run_vocab_path)
+  lowercase = run_lowercase if lowercase is None else lowercase
+  root = _fresh_output(output)
+  for subdirectory, (config, state) in directories.items():
+    _write_hf_dir(root / subdirectory, config, state, vocab_path, lowercase)
+    print(
+      f"wrote {root / subdirectory} ({config['architectures'][0]}, {len(state)} tensors) "
+      f"from {run.step_dir}"
+    )
 
 
 def _convert(values: flags.FlagValues):
@@ -308,7 +376,9 @@ def _convert(values: flags.FlagValues):
     "overwrite": values["overwrite"].value,
   }
   if source == "hf":
-    from_hf(values["input"].value, values["output"].value, **common)
+    from_hf(
+      values["input"].value, values["output"].value, generator=values["generator"].value, **common
+    )
   elif source == "tf":
     from_tf(values["input"].value, values["bert_config"].value, values["output"].value, **common)
   else:

@@ -22,7 +22,7 @@ import numpy as np
 from flax import traverse_util
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 
 REQUIRED_GROUP = "encoder"
@@ -75,14 +75,16 @@ def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
-  """{"bert/encoder/layer_0/...": shape} of `BertForPreTraining` in the unscanned layout."""
+  """{"bert/encoder/layer_0/...": shape} of the family's pretraining model, unscanned."""
   config = dataclasses.replace(
     config, scan_layers=False, remat_policy="none", attention_kind="dense"
   )
   ids = jnp.zeros((1, 2), jnp.int32)
   boxed = jax.eval_shape(
-    lambda: BertForPreTraining(config).init(
-      {"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1
+    lambda: (
+      families.get(config.family)
+      .pretraining_model(config)
+      .init({"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1)
     )
   )
   flat = flatten(nn.unbox(boxed)["params"])
