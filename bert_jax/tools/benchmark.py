@@ -4,7 +4,8 @@
       --config.global_batch_size=8 --steps=10 --baseline=hf_flax
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
-Hugging Face's FlaxBertForPreTraining trained the same way, measured in the same process in
+Hugging Face's FlaxBertForPreTraining trained the same way (for ``model.family=electra``:
+FlaxElectraForMaskedLM + FlaxElectraForPreTraining, tools/hf_baseline_electra.py), measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
 """
 
@@ -65,9 +66,13 @@ def main(argv):
 
     runners = {"bert_jax": ours}
     if _BASELINE.value == "hf_flax":
-      from bert_jax.tools import hf_baseline  # pylint: disable=g-import-not-at-top
+      from bert_jax.tools import (  # pylint: disable=g-import-not-at-top
+        hf_baseline,
+        hf_baseline_electra,
+      )
 
-      hf_step, hf_state = hf_baseline.hf_train_step_and_state(settings.model, training.optimizer)
+      baseline = hf_baseline_electra if settings.model.family == "electra" else hf_baseline
+      hf_step, hf_state = baseline.hf_train_step_and_state(settings.model, training.optimizer)
       hf_holder = {"state": hf_state}
 
       def hf():
@@ -93,6 +98,7 @@ def main(argv):
   median = statistics.median(times["bert_jax"])
   result = {
     "config": _CONFIG.value.model.size,
+    "family": settings.model.family,
     "batch": batch_size,
     "seq_len": seq_len,
     "dtype": settings.model.dtype,
