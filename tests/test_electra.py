@@ -157,3 +157,42 @@ def test_generator_wider_than_discriminator_exits_with_one_line(tmp_path):
   lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
   expected = "the ELECTRA generator (hidden 256, 2 layers) is larger than the discriminator"
   assert lines[-1].startswith("error: ") and expected in lines[-1], result.stderr[-2000:]
+
+
+def test_parameter_counts_equal_hugging_face_at_the_small_widths():
+  transformers = pytest.importorskip("transformers")
+  pytest.importorskip("torch")
+  config = model_config_from_dict(
+    {
+      "family": "electra",
+      "num_layers": 2,  # Fewer layers than ELECTRA-Small (12) keep the test quick.
+      "hidden_size": 256,
+      "num_heads": 4,
+      "intermediate_size": 1024,
+      "embedding_size": 128,
+    }
+  )  # configs/electra_small.py's widths.
+  ids = jnp.zeros((1, 8), jnp.int32)
+  shapes = jax.eval_shape(
+    lambda: ElectraForPreTraining(config).init(jax.random.key(0), ids, ids, ids + 1)
+  )["params"]
+  count = lambda tree: sum(x.size for x in jax.tree.leaves(tree))
+  gen = electra_config.generator_config(config)
+
+  def hf(model_class, c):
+    hf_config = transformers.ElectraConfig(
+      embedding_size=128,
+      hidden_size=c.hidden_size,
+      num_hidden_layers=c.num_layers,
+      num_attention_heads=c.num_heads,
+      intermediate_size=c.intermediate_size,
+    )
+    return model_class(hf_config).num_parameters()  # Tied tensors counted once.
+
+  assert count(shapes["bert"]) + count(shapes["discriminator_head"]) == hf(
+    transformers.ElectraForPreTraining, config
+  )
+  shared = count(shapes["bert"]["embeddings"])
+  assert count(shapes["generator"]) + count(shapes["generator_head"]) + shared == hf(
+    transformers.ElectraForMaskedLM, gen
+  )
