@@ -110,3 +110,36 @@ def random_albert(transformers, torch, *, kind="pretraining", seed=0, **config_k
       centre = 1.0 if "LayerNorm.weight" in name or "layer_norm.weight" in name else 0.0
       parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
   return model
+
+
+def random_electra_pair(transformers, torch, *, seed=0, generator=None, **config_kwargs):
+  """(``ElectraForPreTraining``, ``ElectraForMaskedLM``) with random weights, eval mode, and
+  the generator's embeddings equal to the discriminator's (ELECTRA trains them shared).
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    seed: torch seed of the weights.
+    generator: `transformers.ElectraConfig` fields where the generator differs (its sizes).
+    **config_kwargs: the discriminator's `transformers.ElectraConfig` fields.
+  """
+  models = []
+  for model_class, overrides in (
+    (transformers.ElectraForPreTraining, {}),
+    (transformers.ElectraForMaskedLM, generator or {}),
+  ):
+    config = transformers.ElectraConfig(
+      hidden_act="gelu", attn_implementation="eager", **{**config_kwargs, **overrides}
+    )
+    torch.manual_seed(seed + len(models))
+    model = model_class(config).eval()
+    with torch.no_grad():
+      for name, parameter in model.named_parameters():  # Tied tensors appear once.
+        centre = 1.0 if name.endswith("LayerNorm.weight") else 0.0
+        parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+    models.append(model)
+  discriminator, generator_model = models
+  with torch.no_grad():  # In place, so the generator's tied decoder follows its word table.
+    for name, tensor in discriminator.electra.embeddings.state_dict().items():
+      generator_model.electra.embeddings.state_dict()[name].copy_(tensor)
+  return discriminator, generator_model

@@ -161,9 +161,7 @@ class AlbertEncoder(nn.Module):
 
   def setup(self):
     config = self.config
-    self.embeddings = Embeddings(
-      config, self.deterministic, width=config.embedding_size, name="embeddings"
-    )
+    self.embeddings = Embeddings(config, self.deterministic, name="embeddings")
     self.embedding_projection = layers.dense(
       config, config.hidden_size, (names.MLP, names.EMBED), "embedding_projection"
     )
@@ -207,11 +205,11 @@ class AlbertForPreTraining(nn.Module):
       x_BPD = x_BLD
     else:
       x_BPD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
-    head = MaskedLmHead(config, width=config.embedding_size, name="mlm_head")
+    head = MaskedLmHead(config, width=config.embedding_width, name="mlm_head")
     mlm_logits_BPV = head(x_BPD, albert.attend)
     pooled_BD = Dropout(config.hidden_dropout_rate)(pooled_BD, deterministic=self.deterministic)
     sop_logits_B2 = layers.dense(config, 2, (names.MLP, names.CLASSES), "sop_head")(pooled_BD)
     outputs = {"mlm_logits": mlm_logits_BPV, "nsp_logits": sop_logits_B2.astype(jnp.float32)}
     return span_boundary.add_logits(
-      config, outputs, x_BLD, masked_lm_positions_BP, albert.attend, config.embedding_size
+      config, outputs, x_BLD, masked_lm_positions_BP, albert.attend, config.embedding_width
     )

@@ -7,6 +7,7 @@ from typing import Any
 from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
+from bert_jax.models.electra_config import ElectraOptions, generator_config
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -126,9 +127,6 @@ class ModelConfig:
   lsh: LshOptions = option(
     default_factory=LshOptions, help="Options of the lsh and local attention kinds."
   )
-  embedding_size: int = option(
-    128, help="albert: width E of the token/position/type tables, projected to hidden_size."
-  )
   layer_sharing: str = option(
     "all", help="albert: cross-layer sharing, all | attention | ffn | none (ALBERT: all)."
   )
@@ -153,6 +151,14 @@ class ModelConfig:
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
     "LM; transformers' attn_type='uni')",
+  )
+  embedding_size: int = option(
+    0,
+    help="Width E of the token/position/type tables, projected to hidden_size when it differs "
+    "(ALBERT, ELECTRA: factorised embeddings); 0 = hidden_size.",
+  )
+  electra: ElectraOptions = option(
+    default_factory=ElectraOptions, help="Generator size and RTD weight of family electra."
   )
 
   def __post_init__(self):
@@ -195,6 +201,12 @@ class ModelConfig:
         "model.reversible=True already recomputes activations in the backward pass; set "
         "model.remat_policy='none'"
       )
+    if self.embedding_size < 0:
+      raise UserInputError(
+        f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
+      )
+    if self.family == names.ELECTRA:
+      generator_config(self)  # Raises if the generator does not fit the discriminator.
 
     if self.mem_len < 0:
       raise UserInputError(
@@ -210,6 +222,11 @@ class ModelConfig:
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
 
+  @property
+  def embedding_width(self) -> int:
+    """E: the width of the embedding tables (``embedding_size``, or the hidden size)."""
+    return self.embedding_size or self.hidden_size
+
 
 def _check_family_options(config: ModelConfig):
   """Validates the ALBERT and span-boundary keys (one line each, naming the fix)."""
@@ -223,10 +240,10 @@ def _check_family_options(config: ModelConfig):
       f"model.hidden_act={config.hidden_act!r} is unknown; "
       f"choose one of {', '.join(HIDDEN_ACTIVATIONS)}"
     )
-  if config.embedding_size < 1 or config.span_boundary_max_offset < 1:
+  if config.span_boundary_max_offset < 1:
     raise UserInputError(
-      f"model.embedding_size={config.embedding_size} and model.span_boundary_max_offset="
-      f"{config.span_boundary_max_offset} must be >= 1 (ALBERT: E=128; SpanBERT: 10)"
+      f"model.span_boundary_max_offset={config.span_boundary_max_offset} must be >= 1 "
+      "(SpanBERT: 10)"
     )
   if config.family != names.ALBERT or config.layer_sharing == "none":
     return
@@ -279,4 +296,13 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
         f"unknown model.lsh config keys {unknown_lsh}; valid keys: {sorted(known_lsh)}"
       )
     fields["lsh"] = LshOptions(**lsh_fields)
+  if "electra" in fields and not isinstance(fields["electra"], ElectraOptions):
+    electra_fields = {k: v for k, v in dict(fields["electra"]).items() if v is not None}
+    known_electra = {f.name for f in dataclasses.fields(ElectraOptions)}
+    unknown_electra = sorted(set(electra_fields) - known_electra)
+    if unknown_electra:
+      raise UserInputError(
+        f"unknown model.electra config keys {unknown_electra}; valid keys: {sorted(known_electra)}"
+      )
+    fields["electra"] = ElectraOptions(**electra_fields)
   return ModelConfig(**fields)

@@ -11,18 +11,19 @@ from bert_jax.models.dropout import Dropout
 class Embeddings(nn.Module):
   """Sums word, position and token-type embeddings.
 
-  The word table is also the MLM output matrix (`attend`), as in the original BERT.
+  The word table is also the MLM output matrix (`attend`), as in the original BERT. The tables
+  are ``model.embedding_size`` wide when it is set (ALBERT / ELECTRA factorised embeddings; the
+  family projects them to the hidden size), else ``hidden_size`` wide.
   """
 
   config: ModelConfig
   deterministic: bool = True
-  width: int = 0  # Embedding width; 0 = hidden_size (ALBERT's factorised tables are narrower).
 
   def setup(self):
     config = self.config
     embed = lambda n, axes, name: nn.Embed(  # pylint: disable=g-long-lambda
       n,
-      self.width or config.hidden_size,
+      config.embedding_width,
       dtype=jnp.dtype(config.dtype),
       param_dtype=jnp.float32,
       embedding_init=layers.normal_init(config, axes),

@@ -14,6 +14,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
+from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
 from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining
 
 
@@ -45,6 +46,7 @@ _FAMILIES = {
   names.DISTILBERT: Family(
     names.DISTILBERT, DistilBertEncoder, DistilBertForMaskedLM, sentence_head=False
   ),
+  names.ELECTRA: Family(names.ELECTRA, ElectraEncoder, ElectraForPreTraining, sentence_head=False),
   names.XLNET: Family(names.XLNET, XLNetEncoder, XLNetForPreTraining),
 }
 

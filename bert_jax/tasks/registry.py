@@ -4,6 +4,7 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
 
   task             package (data object, objective)
   pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
+                   (bert_jax.tasks.electra_pretraining for model.family electra)
   distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
@@ -21,7 +22,7 @@ from bert_jax import names
 from bert_jax import workdir as workdir_lib
 from bert_jax.data import default_corpus, pretraining_pipeline, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import distillation, pretraining
+from bert_jax.tasks import distillation, electra_pretraining, pretraining
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
@@ -33,9 +34,20 @@ from bert_jax.tasks.span_qa import objective as span_qa_objective
 from bert_jax.tasks.tagging import data as tagging_data
 from bert_jax.tasks.tagging import objective as tagging_objective
 
+# model.family -> make_task of its pretraining objective, where it is not BERT's (MLM + NSP).
+MAKE_PRETRAINING_TASK = {
+  names.ELECTRA: electra_pretraining.make_task,
+}
+
+
+def _make_pretraining_task(model_config, data_config, data=None):
+  make = MAKE_PRETRAINING_TASK.get(model_config.family, pretraining.make_task)
+  return make(model_config, data_config, data)
+
+
 # config.task -> make_task(model_config, data_config, data) of its objective.
 MAKE_TASK = {
-  names.PRETRAINING: pretraining.make_task,
+  names.PRETRAINING: _make_pretraining_task,
   names.CLASSIFICATION: classification_objective.make_task,
   names.TAGGING: tagging_objective.make_task,
   names.SPAN_QA: span_qa_objective.make_task,

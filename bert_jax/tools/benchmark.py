@@ -8,7 +8,8 @@ pass plus the student's update (MFU counts the student's FLOPs only).
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
 Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
-FlaxDistilBertForMaskedLM for DistilBERT) trained the same way, measured in the same process in
+FlaxDistilBertForMaskedLM for DistilBERT, FlaxElectraForMaskedLM + FlaxElectraForPreTraining
+for ELECTRA) trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
 """
 
@@ -82,9 +83,13 @@ def main(argv):
 
     runners = {"bert_jax": ours}
     if _BASELINE.value == "hf_flax":
-      from bert_jax.tools import hf_baseline  # pylint: disable=g-import-not-at-top
+      from bert_jax.tools import (  # pylint: disable=g-import-not-at-top
+        hf_baseline,
+        hf_baseline_electra,
+      )
 
-      hf_step, hf_state = hf_baseline.hf_train_step_and_state(settings.model, training.optimizer)
+      baseline = hf_baseline_electra if settings.model.family == "electra" else hf_baseline
+      hf_step, hf_state = baseline.hf_train_step_and_state(settings.model, training.optimizer)
       hf_holder = {"state": hf_state}
 
       def hf():

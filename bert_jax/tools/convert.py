@@ -1,4 +1,4 @@
-"""Converts weights: Hugging Face BERT / ALBERT <-> bert_jax workdirs; Google TF BERT -> bert_jax.
+"""Converts weights: Hugging Face BERT-family models <-> bert_jax workdirs; TF BERT -> bert_jax.
 
   python -m bert_jax.tools.convert --from=hf --input=/models/bert-base-uncased \\
       --output=/runs/bert_base_hf
@@ -8,6 +8,8 @@
   python -m bert_jax.tools.convert --to=hf --input=/runs/bert_base --output=/models/bert_base_hf
   python -m bert_jax.tools.convert --to=hf --input=/runs/bert_base --output=/models/bf16 \\
       --dtype=bfloat16 --max_shard_size=200MB
+  python -m bert_jax.tools.convert --from=hf --input=/models/electra-small-discriminator \\
+      --generator=/models/electra-small-generator --output=/runs/electra_small_hf
 
 ``--from`` writes a bert_jax workdir (config.json, vocab.txt, checkpoints/0/state) that
 fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directories hold
@@ -28,6 +30,11 @@ and bf16 / f16 tensors are read as float32; ``--to=hf --dtype=bfloat16`` writes 
 with ``tokenizer.json`` and no ``vocab.txt`` (transformers 5) converts with that file's
 WordPiece vocab and lowercasing.
 
+ELECTRA (config.json ``model_type: electra``): ``--input`` is the discriminator
+(ElectraForPreTraining or ElectraModel), ``--generator`` the ElectraForMaskedLM trained with it
+(its embeddings must equal the discriminator's: bert_jax stores them once); ``--to=hf`` writes
+``<output>/discriminator`` and ``<output>/generator``.
+
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
 Google's TF code computes its tanh approximation, which differs by at most 5e-4 per value.
 Bad input (missing files, another architecture, tensors that do not fit the config) prints one
@@ -41,11 +48,12 @@ import tempfile
 from absl import flags, logging
 from etils import epath
 
-from bert_jax import environment
+from bert_jax import environment, names
 from bert_jax.data import tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models.interop import (
   hf_config,
+  hf_electra,
   hf_families,
   safetensors_files,
   tf_weights,
@@ -56,6 +64,8 @@ from bert_jax.tools import cli, workdir_params
 _SAFETENSORS = "model.safetensors"
 _TORCH_BIN = "pytorch_model.bin"
 _TOKENIZER_JSON = "tokenizer.json"
+# ELECTRA exports: one Hugging Face directory per model under --output.
+_ELECTRA_DIRS = ("discriminator", "generator")
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -91,6 +101,13 @@ def _define_flags(flag_values: flags.FlagValues):
     "lowercase",
     None,
     "Whether that vocab is uncased; default: tokenizer_config.json's do_lower_case, else True.",
+    **define,
+  )
+  flags.DEFINE_string(
+    "generator",
+    None,
+    "--from=hf of an ELECTRA discriminator (ElectraForPreTraining): the matching generator's "
+    "(ElectraForMaskedLM) directory; without it the generator starts from scratch.",
     **define,
   )
   flags.DEFINE_boolean("overwrite", False, "Replace an existing non-empty --output.", **define)
@@ -195,21 +212,46 @@ def _log_vocab(vocab_path, model):
     )
 
 
-def from_hf(input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False):
-  """Hugging Face BERT directory -> bert_jax workdir (see the module docstring)."""
-  _check_output(output, overwrite, [input_dir])
+def _hf_model(directory: epath.Path, generator):
+  """(model, params, weights path) of a Hugging Face directory (and an ELECTRA generator's)."""
+  config_path = directory / "config.json"
+  values = _read_json(config_path, "a Hugging Face model directory needs it")
+  if not isinstance(values, dict) or values.get("model_type") != names.ELECTRA:
+    if generator:
+      raise UserInputError("--generator is for ELECTRA discriminators; drop it for this model")
+    hf_format = hf_families.for_config_json(values, str(config_path))
+    model = hf_format.model_config(values, str(config_path))
+    weights_path, state = _hf_state(directory)
+    return model, hf_format.params_from_hf(state, model, source=str(weights_path)), weights_path
+  generator_values = generator_state = None
+  weights_path, state = _hf_state(directory)
+  source = str(weights_path)
+  if generator:
+    generator_dir = epath.Path(generator)
+    if not generator_dir.is_dir():
+      raise UserInputError(
+        f"--generator={generator} is not a directory; pass the ElectraForMaskedLM directory"
+      )
+    generator_values = _read_json(generator_dir / "config.json", "the generator needs it")
+    generator_path, generator_state = _hf_state(generator_dir)
+    source = f"{weights_path} + {generator_path}"
+  model = hf_electra.model_config_from_hf(values, generator_values, source)
+  params = hf_electra.params_from_hf(state, generator_state, model, source)
+  return model, params, source
+
+
+def from_hf(
+  input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False, generator=None
+):
+  """Hugging Face directory -> bert_jax workdir (see the module docstring)."""
+  _check_output(output, overwrite, [input_dir, generator])
   directory = epath.Path(input_dir)
   if not directory.is_dir():
     raise UserInputError(
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  config_path = directory / "config.json"
-  values = _read_json(config_path, "a Hugging Face model directory needs it")
-  hf_format = hf_families.for_config_json(values, str(config_path))
-  model = hf_format.model_config(values, str(config_path))
-  weights_path, state = _hf_state(directory)
-  params = hf_format.params_from_hf(state, model, source=str(weights_path))
+  model, params, weights_path = _hf_model(directory, generator)
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
@@ -302,33 +344,49 @@ def to_hf(
       f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
     )
-  hf_format = hf_families.for_family(model.family, workdir)
   params = weight_table.unscanned(run.params, model)
-  state = hf_format.hf_from_params(params, model)
-  exported = {row.ours for row in hf_format.rows(model)}
-  left_out = sorted(set(weight_table.flatten(params)) - exported)
+  directories, rows = _hf_directories(params, model, workdir)
+  left_out = sorted(set(weight_table.flatten(params)) - {row.ours for row in rows})
   if left_out:
-    logging.warning("not exported (no Hugging Face BERT name): %s", ", ".join(left_out))
+    logging.warning("not exported (no Hugging Face name): %s", ", ".join(left_out))
   run_vocab_path, run_lowercase = workdir_params.run_vocab(run)
   vocab_path = _vocab(vocab, run_vocab_path)
   lowercase = run_lowercase if lowercase is None else lowercase
-  directory = _fresh_output(output)
-  config = hf_format.config_json(model, hf_format.architecture(params))
-  if dtype != "float32":
-    config["torch_dtype"] = dtype  # from_pretrained(..., torch_dtype="auto") loads it so.
-  (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-  safetensors_files.write_state(
-    directory,
-    state,
-    dtype=dtype,
-    max_shard_bytes=safetensors_files.parse_size(max_shard_size) if max_shard_size else 0,
-  )
+  root = _fresh_output(output)
+  max_shard_bytes = safetensors_files.parse_size(max_shard_size) if max_shard_size else 0
+  for subdirectory, (config, state) in directories.items():
+    if dtype != "float32":
+      config["torch_dtype"] = dtype  # from_pretrained(..., torch_dtype="auto") loads it so.
+    directory = root / subdirectory
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    safetensors_files.write_state(directory, state, dtype=dtype, max_shard_bytes=max_shard_bytes)
+    _write_tokenizer_files(directory, vocab_path, lowercase, model.max_position_embeddings)
+    print(
+      f"wrote {directory} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}"
+    )
+
+
+def _hf_directories(params, model, workdir):
+  """{subdirectory ("" = --output itself): (config.json object, state)} and exported rows."""
+  if model.family != names.ELECTRA:
+    hf_format = hf_families.for_family(model.family, workdir)
+    config = hf_format.config_json(model, hf_format.architecture(params))
+    return {"": (config, hf_format.hf_from_params(params, model))}, hf_format.rows(model)
+  states = hf_electra.hf_from_params(params, model)
+  configs = hf_electra.hf_configs_from_model_config(model, "discriminator_head" in params)
+  directories = {d: (c, s) for d, c, s in zip(_ELECTRA_DIRS, configs, states) if s is not None}
+  return directories, hf_electra.rows(model)
+
+
+def _write_tokenizer_files(directory, vocab_path, lowercase: bool, max_length: int):
+  """vocab.txt and tokenizer_config.json, when the run's vocab is a WordPiece vocab.txt."""
   if vocab_path and not vocab_path.endswith(".model"):
     epath.Path(vocab_path).copy(directory / workdir_params.VOCAB_FILE)
     tokenizer_config = {
       "tokenizer_class": "BertTokenizer",
       "do_lower_case": lowercase,
-      "model_max_length": model.max_position_embeddings,
+      "model_max_length": max_length,
     }
     (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
   else:
@@ -337,7 +395,6 @@ def to_hf(
       "that exists; pass --vocab",
       vocab_path or "unknown",
     )
-  print(f"wrote {output} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}")
 
 
 def _convert(values: flags.FlagValues):
@@ -353,7 +410,9 @@ def _convert(values: flags.FlagValues):
     "overwrite": values["overwrite"].value,
   }
   if source == "hf":
-    from_hf(values["input"].value, values["output"].value, **common)
+    from_hf(
+      values["input"].value, values["output"].value, generator=values["generator"].value, **common
+    )
   elif source == "tf":
     from_tf(values["input"].value, values["bert_config"].value, values["output"].value, **common)
   else:

@@ -58,7 +58,7 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     return _jitted_step(model.params, loss_fn, optimizer)
 
   albert = model_config.family == names.ALBERT
-  sizes = {"embedding_size": model_config.embedding_size} if albert else {}
+  sizes = {"embedding_size": model_config.embedding_width} if albert else {}
   hf_config = (transformers.AlbertConfig if albert else transformers.BertConfig)(
     **sizes,
     vocab_size=model_config.vocab_size,

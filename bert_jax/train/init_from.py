@@ -77,7 +77,7 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
   diffs = [
     f"--config.model.{k}={stored_model[k]}"
     for k in sorted(ours)
-    if k != "lsh" and stored_model[k] != ours[k]
+    if k not in ("lsh", "electra") and stored_model[k] != ours[k]  # Sections, not flags.
   ]
   return (
     f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "

@@ -13,10 +13,18 @@ import optax
 from bert_jax.parallel import sharding
 from bert_jax.train.state import TrainState
 
+# Folded into the step key for the "sampling" stream (ELECTRA's generator samples); a constant
+# far from split's counters, so the dropout and hashing keys stay what they were.
+_SAMPLING_STREAM = 0x53414D50
+
 
 def _rngs(rng):
   dropout_rng, hashing_rng = jax.random.split(rng)
-  return {"dropout": dropout_rng, "hashing": hashing_rng}
+  return {
+    "dropout": dropout_rng,
+    "hashing": hashing_rng,
+    "sampling": jax.random.fold_in(rng, _SAMPLING_STREAM),
+  }
 
 
 def _split_microbatches(batch, accumulation_steps: int):

@@ -101,7 +101,9 @@ _FORMATS = (
 
 
 def _choices() -> str:
-  return ", ".join(f"{f.label} (model_type {f.model_type!r})" for f in _FORMATS)
+  # ELECTRA's two directories (discriminator + generator) convert through `hf_electra`.
+  labels = [f"{f.label} (model_type {f.model_type!r})" for f in _FORMATS]
+  return ", ".join(labels + [f"ELECTRA (model_type {names.ELECTRA!r})"])
 
 
 def for_config_json(values, source: str) -> HfFormat:

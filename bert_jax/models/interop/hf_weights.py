@@ -77,6 +77,16 @@ _LAYER_ROWS = (
 )
 
 
+def layer_rows(ours: str, theirs: str, num_layers: int, group: str):
+  """Rows of ``num_layers`` BERT encoder layers: ours ``<ours>/layer_<i>/...``, theirs
+  ``<theirs>.<i>....`` (other families with BERT's layers, e.g. ELECTRA, reuse them)."""
+  return [
+    Row(f"{ours}/layer_{i}/{mine}", f"{theirs}.{i}.{hf}", group, heads_axis, transpose)
+    for i in range(num_layers)
+    for mine, hf, heads_axis, transpose in _LAYER_ROWS
+  ]
+
+
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
   layer_rows = [

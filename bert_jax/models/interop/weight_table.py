@@ -147,8 +147,8 @@ def import_params(
     )
   if problems:
     raise UserInputError(
-      f"{source} does not fit a {config.family} model of its config: tensors "
-      f"{'; '.join(problems)}; convert a checkpoint together with its own config"
+      f"{source} does not fit its {config.family} config: tensors {'; '.join(problems)}; "
+      "convert a checkpoint with its own config"
     )
   flat = {
     row.ours: to_ours(row, np.asarray(read(row.theirs), np.float32), our_shapes[row.ours])

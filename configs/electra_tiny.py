@@ -1,0 +1,32 @@
+"""ELECTRA-tiny (discriminator L=2, H=128, E=64; generator 1/4 width) on the embedded corpus: CPU.
+
+  python -m bert_jax.main --config=configs/electra_tiny.py --workdir=/tmp/electra_tiny
+
+Running the same command again resumes from the last checkpoint in the workdir. Fine-tune the
+discriminator with ``--config.init_from=/tmp/electra_tiny`` on a fine-tuning config.
+"""
+
+from bert_jax.default_config import base_config
+
+
+def get_config(arg=None):
+  del arg
+  config = base_config()
+  config.num_train_steps = 2000
+  config.global_batch_size = 32
+  config.log_every_steps = 50
+  config.eval_every_steps = 500
+  config.checkpoint_every_steps = 250
+  config.model.family = "electra"  # Generator + discriminator (replaced-token detection).
+  config.model.size = "tiny"  # Discriminator L=2, H=128, A=2, intermediate 512.
+  config.model.embedding_size = 64  # Shared embedding tables, projected to 128 / to 32.
+  config.model.electra.generator_fraction = 0.25  # Generator H=32, A=1, intermediate 128.
+  config.model.electra.rtd_weight = 50.0  # loss = MLM + 50 * RTD (the paper's lambda).
+  config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
+  config.model.max_position_embeddings = 128
+  config.data.objective = "none"  # ELECTRA has no sentence-level head.
+  config.data.max_seq_length = 128
+  config.data.max_predictions_per_seq = 20
+  config.optimizer.learning_rate = 1e-3  # Small models take a larger step.
+  config.optimizer.warmup_steps = 200
+  return config

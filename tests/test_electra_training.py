@@ -1,0 +1,124 @@
+"""ELECTRA on the trainer: the two-model state resumes exactly, and fine-tuning through the GLUE
+classification task starts from the discriminator of an ELECTRA workdir."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bert_jax.default_config import base_config, finetune_config
+from bert_jax.train.loop import train_and_evaluate
+from tests import finetune_fixtures, run_helpers
+
+# configs/electra_tiny.py's model: discriminator L=2, H=128, E=64; generator H=32.
+MODEL = {
+  "model.family": "electra",
+  "model.size": "tiny",
+  "model.embedding_size": 64,
+  "model.vocab_size": 8192,
+  "model.max_position_embeddings": 128,
+}
+STEPS = 8
+
+
+def _pretraining_config():
+  return finetune_fixtures.set_keys(
+    base_config(),
+    dict(
+      MODEL,
+      num_train_steps=STEPS,
+      global_batch_size=8,
+      log_every_steps=1,
+      eval_every_steps=STEPS,
+      checkpoint_every_steps=STEPS // 2,
+      peak_flops_per_device=1e12,  # MFU's denominator without measuring the host's peak.
+      **{
+        "data.objective": "none",
+        "data.max_seq_length": 32,
+        "data.max_predictions_per_seq": 5,
+        "data.num_eval_examples": 16,
+        "optimizer.learning_rate": 1e-3,
+        "optimizer.warmup_steps": 2,
+      },
+    ),
+  )
+
+
+@pytest.fixture(scope="module")
+def electra_workdir(tmp_path_factory):
+  """An uninterrupted ELECTRA pretraining run of `STEPS` steps (checkpoints at 4 and 8)."""
+  workdir = tmp_path_factory.mktemp("electra_straight")
+  train_and_evaluate(_pretraining_config(), str(workdir))
+  return workdir
+
+
+def test_pretraining_logs_generator_and_discriminator_metrics(electra_workdir):
+  rows = run_helpers.read_metrics(electra_workdir)
+  assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
+  (evaluation,) = run_helpers.read_metrics(electra_workdir, "eval")
+  for row in (rows[-1], evaluation):
+    assert 0 < row["rtd_baseline_accuracy"] < 1 and 0 <= row["rtd_accuracy"] <= 1
+    assert row["loss"] == pytest.approx(row["mlm_loss"] + 50.0 * row["rtd_loss"], rel=1e-5)
+    for key in ("mlm_accuracy", "rtd_precision", "rtd_recall"):
+      assert np.isfinite(row[key]), key
+  params = run_helpers.restore_params(electra_workdir, STEPS)
+  assert {name.split("/")[0] for name in params} == {
+    "bert",
+    "discriminator_head",
+    "generator",
+    "generator_head",
+  }
+  # The generator has no embedding tables of its own: it reads the discriminator's.
+  assert not any("embeddings/" in name for name in params if name.startswith("generator"))
+
+
+def test_resume_from_the_middle_equals_the_uninterrupted_run(electra_workdir, tmp_path):
+  resumed = tmp_path / "resumed"
+  shutil.copytree(electra_workdir, resumed)
+  # As if killed after checkpoint 4: the later checkpoint and metric rows never happened.
+  shutil.rmtree(resumed / "checkpoints" / str(STEPS))
+  rows = (resumed / "metrics.jsonl").read_text().splitlines()
+  kept = [row for row in rows if json.loads(row)["step"] <= STEPS // 2]
+  (resumed / "metrics.jsonl").write_text("\n".join(kept) + "\n")
+  train_and_evaluate(_pretraining_config(), str(resumed))
+  expected = run_helpers.restore_params(electra_workdir, STEPS)
+  actual = run_helpers.restore_params(resumed, STEPS)
+  assert expected.keys() == actual.keys()
+  for name in expected:  # Bitwise: both models, their shared embeddings, their optimizer.
+    np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+  straight_rows = run_helpers.read_metrics(electra_workdir)[STEPS // 2 :]
+  resumed_rows = run_helpers.read_metrics(resumed)[STEPS // 2 :]
+  for key in ("loss", "mlm_loss", "rtd_loss", "rtd_accuracy"):  # The same samples were drawn.
+    assert [r[key] for r in resumed_rows] == [r[key] for r in straight_rows], key
+
+
+def test_glue_classification_fine_tunes_from_the_discriminator(electra_workdir, tmp_path):
+  files = finetune_fixtures.write_mrpc_files(tmp_path)
+  steps = 40
+  config = finetune_fixtures.set_keys(
+    finetune_config("classification"),
+    dict(
+      MODEL,
+      init_from=str(electra_workdir),
+      num_train_epochs=0.0,
+      num_train_steps=steps,
+      global_batch_size=32,
+      log_every_steps=steps,
+      eval_every_steps=steps,
+      checkpoint_every_steps=steps,
+      peak_flops_per_device=1e12,
+      **{
+        "data.glue_task": "mrpc",
+        "data.train_path": files[0],
+        "data.eval_path": files[1],
+        "data.max_seq_length": 64,
+        "optimizer.learning_rate": 1e-3,
+      },
+    ),
+  )
+  metrics = train_and_evaluate(config, str(tmp_path / "mrpc"))
+  assert metrics["accuracy"] > 0.8 and metrics["f1"] > 0.8, metrics  # Chance: 0.5.
+  # The trunk started from the discriminator: its embeddings and projection were restored.
+  restored = run_helpers.restore_params(tmp_path / "mrpc", steps)
+  assert "bert/embeddings_project/kernel" in restored and "classifier/kernel" in restored
