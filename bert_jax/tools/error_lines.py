@@ -34,7 +34,7 @@ _FAILED_PATHS = (
 _CHECKPOINT_STEP = re.compile(r"^(.*/checkpoints/\d+)(?:\.orbax-checkpoint-tmp[^/]*)?(?:/|$)")
 _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
 # ml_collections' words for a --config file it could not open.
-_CONFIG_NOT_LOADED = re.compile(r"Failed loading config file.*?Attempted \[[^\]]*\]: (\S+)")
+_CONFIG_NOT_LOADED = re.compile(r"Failed loading config file.*?Attempted \[[^\]]*\]:\s+(\S+)", re.S)
 _DID_YOU_MEAN = re.compile(r'Did you mean "([^"]+)" instead of "([^"]+)"')
 _FIRST_NAME = re.compile(r"[A-Za-z_][\w.]*|$")
 
