@@ -1,6 +1,7 @@
 """ALBERT equals Hugging Face's: parameter counts, converted random-init models (outputs and
 gradients, with padding), bert_jax -> HF -> bert_jax round trips, and refused layouts."""
 
+import dataclasses
 import json
 
 import jax
@@ -266,3 +267,34 @@ def test_bert_with_the_tanh_gelu_is_not_exported_as_exact_gelu():
   config = model_config_from_dict({"size": "tiny", "hidden_act": "gelu_new"})
   with pytest.raises(UserInputError, match="model.hidden_act='gelu_new': Hugging Face BERT"):
     hf_config.bert_config_from_model_config(config, "BertModel")
+
+
+@pytest.mark.parametrize("name", ["a", "b"])
+def test_embed_hidden_states_and_attention_equal_transformers(converted, name):
+  """tools/embed's forward on ALBERT: hidden state 0 is the projected embeddings (as
+  transformers' hidden_states[0]); a shared layer yields one state per application."""
+  from bert_jax.tools import embed  # pylint: disable=g-import-not-at-top
+
+  model, _, workdir = converted[name]
+  run = workdir_params.read_run(str(workdir))
+  inputs = hf_reference.random_inputs(
+    run.model.vocab_size, type_vocab_size=run.model.type_vocab_size
+  )
+  num_layers = run.model.num_layers
+  out = embed._forward(  # pylint: disable=protected-access
+    run.params["bert"],
+    *inputs,
+    model=dataclasses.replace(run.model, attention_kind="dense"),
+    layers=tuple(range(num_layers + 1)),
+    with_attention=True,
+  )
+  with torch.no_grad():
+    reference = model(**_torch_inputs(*inputs), output_hidden_states=True, output_attentions=True)
+  real = inputs[2].astype(bool)
+  assert out["hidden"].shape[1] == num_layers + 1 and out["attention"].shape[1] == num_layers
+  for k in range(num_layers + 1):
+    _close_on_real_tokens(out["hidden"][:, k], reference.hidden_states[k].numpy(), inputs[2])
+  for k in range(num_layers):
+    ours = np.asarray(out["attention"][:, k]).transpose(0, 2, 1, 3)[real]  # [real queries, H, L]
+    theirs = reference.attentions[k].numpy().transpose(0, 2, 1, 3)[real]
+    np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=1e-5)

@@ -26,6 +26,7 @@ Arrays in the .npz (N lines, L the longest example, K = len(--layers), D the hid
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +37,7 @@ from etils import epath
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
+from bert_jax.models.albert import FeedForwardSublayer
 from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
@@ -92,8 +94,27 @@ def featurize(lines, tokenizer, max_seq_length: int) -> Features:
   return Features(input_ids=input_ids, token_type_ids=token_type_ids, lengths=lengths)
 
 
+# The modules whose outputs are hidden states: the embeddings (ALBERT: their projection to H),
+# and each layer's last module (ALBERT's partly shared stacks end a layer with the FFN half).
+_PROJECTION = "embedding_projection"
+
+
 def _is_layer_output(module, method_name: str) -> bool:
-  return method_name == "__call__" and isinstance(module, (Embeddings, EncoderBlock))
+  if method_name != "__call__":
+    return False
+  return isinstance(module, (Embeddings, EncoderBlock, FeedForwardSublayer)) or (
+    module.name == _PROJECTION
+  )
+
+
+def _captured(tree, key):
+  """Every value stored under ``key`` anywhere in ``tree``, in call order: a module applied
+  several times (ALBERT's shared layer) holds one entry per application."""
+  for name, node in tree.items():
+    if name == key:
+      yield from node
+    elif isinstance(node, Mapping):
+      yield from _captured(node, key)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "layers", "with_attention"))
@@ -122,13 +143,13 @@ def _forward(
     )
   )
   captured = state["intermediates"]
-  blocks = [captured["encoder"][f"layer_{i}"] for i in range(model.num_layers)]
-  hidden = [captured["embeddings"]["__call__"][0]] + [block["__call__"][0] for block in blocks]
+  embedded = captured[_PROJECTION] if _PROJECTION in captured else captured["embeddings"]
+  hidden = [embedded["__call__"][0], *_captured(captured["encoder"], "__call__")]
   real_BL = (input_mask_BL > 0).astype(jnp.float32)
   hidden_BKLD = jnp.stack([hidden[k].astype(jnp.float32) for k in layers], axis=1)
   outputs = {"hidden": hidden_BKLD * real_BL[:, None, :, None]}
   if with_attention:
-    probs_BNHLL = jnp.stack([block["attention"]["attention_probs"][0] for block in blocks], axis=1)
+    probs_BNHLL = jnp.stack(list(_captured(captured["encoder"], "attention_probs")), axis=1)
     outputs["attention"] = probs_BNHLL * real_BL[:, None, None, :, None]
   return outputs
 
