@@ -110,7 +110,8 @@ def test_span_boundaries_of_runs_of_masked_positions():
 
 
 def test_any_family_takes_the_boundary_head():
-  config = model_config_from_dict(dict(_MODEL, family="bert"))
+  # BERT's tables are as wide as its hidden size (embedding_size 0).
+  config = model_config_from_dict(dict(_MODEL, family="bert", embedding_size=0))
   task = PretrainingTask(config, 32, 6)
   batch = task.random_batch(2)
   model = BertForPreTraining(config)

@@ -235,7 +235,7 @@ def test_bad_config_values():
     pretraining_config.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=40)
   with pytest.raises(
     ValueError,
-    match=r"data.masking is 'spans'; choose one of \['span', "
+    match=r"data.masking is 'spans'; choose one of \['ngram', 'span', "
     r"'token', 'whole_word'\]",
   ):
     pretraining_config.PretrainingDataConfig(masking="spans")

@@ -287,22 +287,17 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   unknown = sorted(set(fields) - known)
   if unknown:
     raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
-  if "lsh" in fields:
-    lsh_fields = {k: v for k, v in dict(fields["lsh"]).items() if v is not None}
-    known_lsh = {f.name for f in dataclasses.fields(LshOptions)}
-    unknown_lsh = sorted(set(lsh_fields) - known_lsh)
-    if unknown_lsh:
-      raise UserInputError(
-        f"unknown model.lsh config keys {unknown_lsh}; valid keys: {sorted(known_lsh)}"
-      )
-    fields["lsh"] = LshOptions(**lsh_fields)
-  if "electra" in fields and not isinstance(fields["electra"], ElectraOptions):
-    electra_fields = {k: v for k, v in dict(fields["electra"]).items() if v is not None}
-    known_electra = {f.name for f in dataclasses.fields(ElectraOptions)}
-    unknown_electra = sorted(set(electra_fields) - known_electra)
-    if unknown_electra:
-      raise UserInputError(
-        f"unknown model.electra config keys {unknown_electra}; valid keys: {sorted(known_electra)}"
-      )
-    fields["electra"] = ElectraOptions(**electra_fields)
+  for name, cls in (("lsh", LshOptions), ("electra", ElectraOptions)):
+    if name in fields and not isinstance(fields[name], cls):
+      fields[name] = _subsection(cls, fields[name], f"model.{name}")
   return ModelConfig(**fields)
+
+
+def _subsection(cls, values: Mapping[str, Any], section: str):
+  """A nested options dataclass from its config section; unknown keys are one-line errors."""
+  present = {k: v for k, v in dict(values).items() if v is not None}
+  known = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(present) - known)
+  if unknown:
+    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
+  return cls(**present)

@@ -42,7 +42,6 @@ Bad input (missing files, another architecture, tensors that do not fit the conf
 """
 
 import json
-import pickle
 import tempfile
 
 from absl import flags, logging
@@ -59,10 +58,8 @@ from bert_jax.models.interop import (
   tf_weights,
   weight_table,
 )
-from bert_jax.tools import cli, workdir_params
+from bert_jax.tools import cli, hf_model_dirs, workdir_params
 
-_SAFETENSORS = "model.safetensors"
-_TORCH_BIN = "pytorch_model.bin"
 _TOKENIZER_JSON = "tokenizer.json"
 # ELECTRA exports: one Hugging Face directory per model under --output.
 _ELECTRA_DIRS = ("discriminator", "generator")
@@ -127,15 +124,6 @@ def _define_flags(flag_values: flags.FlagValues):
   )
 
 
-def _read_json(path: epath.Path, what: str):
-  if not path.exists():
-    raise UserInputError(f"{path} does not exist; {what}")
-  try:
-    return json.loads(path.read_text())
-  except (json.JSONDecodeError, UnicodeDecodeError) as error:
-    raise UserInputError(f"{path} is not valid JSON ({error}); {what}") from None
-
-
 def _check_output(output: str, overwrite: bool, inputs):
   path = epath.Path(output)
   for source in inputs:
@@ -159,38 +147,6 @@ def _fresh_output(output: str) -> epath.Path:
   return path
 
 
-def _read_torch_bin(path: epath.Path):
-  try:
-    import torch  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise UserInputError(
-      f"{path} is a PyTorch pickle and reading it needs torch, which is "
-      "not installed; install torch (CPU is enough) or convert a "
-      "model.safetensors"
-    ) from None
-  try:
-    state = torch.load(str(path), map_location="cpu", weights_only=True)
-  except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as error:
-    raise UserInputError(f"{path} is not a readable PyTorch checkpoint ({error})") from None
-  if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-    raise UserInputError(
-      f"{path} is not a state dict of tensors; save it with model.save_pretrained()"
-    )
-  return {name: tensor.float().numpy() for name, tensor in state.items()}
-
-
-def _hf_state(directory: epath.Path):
-  safetensors = safetensors_files.read_state(directory)  # One file or shards; f32/bf16/f16.
-  if safetensors is not None:
-    return safetensors
-  if (directory / _TORCH_BIN).exists():
-    return directory / _TORCH_BIN, _read_torch_bin(directory / _TORCH_BIN)
-  raise UserInputError(
-    f"{directory} holds neither {_SAFETENSORS} nor {_TORCH_BIN}; pass a "
-    "Hugging Face model directory (save_pretrained output)"
-  )
-
-
 def _vocab(vocab_flag, default_path):
   """--vocab if given (it must exist), else ``default_path`` if that file exists, else None."""
   if vocab_flag:
@@ -212,34 +168,6 @@ def _log_vocab(vocab_path, model):
     )
 
 
-def _hf_model(directory: epath.Path, generator):
-  """(model, params, weights path) of a Hugging Face directory (and an ELECTRA generator's)."""
-  config_path = directory / "config.json"
-  values = _read_json(config_path, "a Hugging Face model directory needs it")
-  if not isinstance(values, dict) or values.get("model_type") != names.ELECTRA:
-    if generator:
-      raise UserInputError("--generator is for ELECTRA discriminators; drop it for this model")
-    hf_format = hf_families.for_config_json(values, str(config_path))
-    model = hf_format.model_config(values, str(config_path))
-    weights_path, state = _hf_state(directory)
-    return model, hf_format.params_from_hf(state, model, source=str(weights_path)), weights_path
-  generator_values = generator_state = None
-  weights_path, state = _hf_state(directory)
-  source = str(weights_path)
-  if generator:
-    generator_dir = epath.Path(generator)
-    if not generator_dir.is_dir():
-      raise UserInputError(
-        f"--generator={generator} is not a directory; pass the ElectraForMaskedLM directory"
-      )
-    generator_values = _read_json(generator_dir / "config.json", "the generator needs it")
-    generator_path, generator_state = _hf_state(generator_dir)
-    source = f"{weights_path} + {generator_path}"
-  model = hf_electra.model_config_from_hf(values, generator_values, source)
-  params = hf_electra.params_from_hf(state, generator_state, model, source)
-  return model, params, source
-
-
 def from_hf(
   input_dir: str, output: str, *, vocab=None, lowercase=None, overwrite=False, generator=None
 ):
@@ -251,11 +179,11 @@ def from_hf(
       f"--input={input_dir} is not a directory; pass a Hugging Face model "
       "directory with config.json and model.safetensors"
     )
-  model, params, weights_path = _hf_model(directory, generator)
+  model, params, weights_path = hf_model_dirs.read_model(directory, generator)
   vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
-    settings = _read_json(tokenizer_config, "it must hold the tokenizer's settings")
+    settings = hf_model_dirs.read_json(tokenizer_config, "it must hold the tokenizer's settings")
     lowercase = settings.get("do_lower_case") if isinstance(settings, dict) else None
   with tempfile.TemporaryDirectory() as scratch:
     if vocab_path is None and (directory / _TOKENIZER_JSON).exists():
@@ -299,7 +227,8 @@ def from_tf(
   if not bert_config:
     raise UserInputError("--from=tf needs --bert_config=.../bert_config.json")
   model = hf_config.model_config_from_bert_config(
-    _read_json(epath.Path(bert_config), "pass the checkpoint's bert_config.json"), bert_config
+    hf_model_dirs.read_json(epath.Path(bert_config), "pass the checkpoint's bert_config.json"),
+    bert_config,
   )
   reader = _tf_reader(checkpoint)
   params = tf_weights.params_from_tf(

@@ -8,7 +8,6 @@ too; the MLM decoder is tied to the word table and its bias to ``predictions.bia
 
 import numpy as np
 
-from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.weight_table import Row
@@ -109,16 +108,7 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
       untied MLM decoder.
   """
   tensors = {_canonical(name): value for name, value in state.items()}
-  for tied, original in _TIED_DECODER.items():
-    if tied not in tensors:
-      continue
-    if original not in tensors:
-      tensors[original] = tensors[tied]
-    elif not np.array_equal(np.asarray(tensors[tied]), np.asarray(tensors[original])):
-      raise UserInputError(
-        f"{source}: {tied} differs from {original}; ALBERT ties them, "
-        "and untied MLM decoders are not supported"
-      )
+  weight_table.fold_tied_copies(tensors, _TIED_DECODER, source, "ALBERT")
   shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
   return weight_table.import_params(
     rows(config),

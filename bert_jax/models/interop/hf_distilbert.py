@@ -160,13 +160,7 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
       projector differs from the word table it should repeat.
   """
   tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
-  if _TIED_PROJECTOR in tensors and not np.array_equal(
-    np.asarray(tensors[_TIED_PROJECTOR]), np.asarray(tensors.get(_WORD_TABLE))
-  ):
-    raise UserInputError(
-      f"{source}: {_TIED_PROJECTOR} differs from {_WORD_TABLE}; DistilBERT ties them, "
-      "and untied projectors are not supported"
-    )
+  weight_table.fold_tied_copies(tensors, {_TIED_PROJECTOR: _WORD_TABLE}, source, "DistilBERT")
   shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
   return weight_table.import_params(
     rows(config),

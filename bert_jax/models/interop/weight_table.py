@@ -186,3 +186,24 @@ def unscanned(params, config: ModelConfig):
     for i in range(config.num_layers):
       out[f"{prefix}encoder/layer_{i}/{leaf}"] = np.asarray(value)[i]
   return traverse_util.unflatten_dict(out, sep="/")
+
+
+def fold_tied_copies(tensors: dict, tied: dict, source: str, family: str):
+  """Checks a state dict's tied copies (``{copy name: original name}``) in place.
+
+  A copy whose original is absent stands in for it; a copy that differs from its original is
+  refused, since bert_jax stores tied tensors once.
+
+  Raises:
+    UserInputError: a copy differs from its original.
+  """
+  for copy, original in tied.items():
+    if copy not in tensors:
+      continue
+    if original not in tensors:
+      tensors[original] = tensors[copy]
+    elif not np.array_equal(np.asarray(tensors[copy]), np.asarray(tensors[original])):
+      raise UserInputError(
+        f"{source}: {copy} differs from {original}; {family} ties them, "
+        "and untied MLM decoders are not supported"
+      )
