@@ -163,5 +163,12 @@ class FeatureData(abc.ABC):
 
     Args:
       predictions: {name: array [F_test, ...]}, rows ordered by row_id.
+
+    Raises:
+      UserInputError: the task has no test-prediction format (only classification has one).
     """
-    raise NotImplementedError(f"{type(self).__name__} writes no test predictions")
+    del predictions
+    raise UserInputError(
+      f"{type(self).__name__} writes no test predictions (only classification does); "
+      "unset data.test_path"
+    )
