@@ -251,15 +251,15 @@ def test_bad_input(text_files, records_dir, tmp_path, capsys):
     f"--output_dir={tmp_path / 'out'}",
     f"--vocab={default_corpus.default_vocab_path()}",
   ]
-  assert create_pretraining_data.main(argv) == 1
+  assert create_pretraining_data.main(argv) == 2
   assert "empty.txt contains no text" in capsys.readouterr().err
-  assert create_pretraining_data.main(argv[:2] + [f"--vocab={tmp_path / 'nope.txt'}"]) == 1
+  assert create_pretraining_data.main(argv[:2] + [f"--vocab={tmp_path / 'nope.txt'}"]) == 2
   assert "nope.txt does not exist" in capsys.readouterr().err
   assert (
     create_pretraining_data.main(
       [f"--input={text_files[0]}", *argv[1:], "--num_shards=3", "--process_count=2"]
     )
-    == 1
+    == 2
   )
   assert "--num_shards=3 is not a positive multiple" in capsys.readouterr().err
   # Non-UTF-8 lines are skipped and counted in the metadata.

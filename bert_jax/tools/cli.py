@@ -13,12 +13,11 @@ from absl import flags
 from bert_jax.tools import error_lines
 
 
-def guard(body: Callable[[], object], user_error_status: int = error_lines.USER_ERROR_EXIT) -> int:
+def guard(body: Callable[[], object]) -> int:
   """Runs ``body``; a user, storage, decoding or config error becomes one ``error:`` line.
 
   Args:
     body: the command's work.
-    user_error_status: the exit status for those errors (2; a few older tools keep 1).
 
   Returns:
     0 on success, else the status `error_lines.describe` gives (3 for a non-finite loss).
@@ -33,7 +32,7 @@ def guard(body: Callable[[], object], user_error_status: int = error_lines.USER_
     line, status = described
     sys.stdout.flush()
     print(line, file=sys.stderr, flush=True)
-    return user_error_status if status == error_lines.USER_ERROR_EXIT else status
+    return status
   return 0
 
 

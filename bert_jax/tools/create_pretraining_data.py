@@ -244,7 +244,7 @@ def main(argv=None):
       run_process(args, args.process_index)
 
   # Status 1 for bad input, as this tool has always returned.
-  return cli.guard(body, user_error_status=1)
+  return cli.guard(body)
 
 
 if __name__ == "__main__":

@@ -124,8 +124,7 @@ def main(argv=None):
       kind=args.kind,
       vocab_size=args.vocab_size,
       model_type=args.model_type,
-    ),
-    user_error_status=1,  # This tool's status for bad input since before the shared boundary.
+    )
   )
 
 
