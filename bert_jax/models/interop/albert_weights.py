@@ -56,25 +56,24 @@ _HEAD_ROWS = (
   Row("sop_head/kernel", "sop_classifier.classifier.weight", "sop_head", transpose=True),
   Row("sop_head/bias", "sop_classifier.classifier.bias", "sop_head"),
 )
-# (bert_jax suffix inside a block, Hugging Face suffix inside an AlbertLayer, heads_axis,
-# transpose).
-_LAYER_ROWS = (
-  ("attention/query/kernel", "attention.query.weight", 1, True),
-  ("attention/query/bias", "attention.query.bias", 0, False),
-  ("attention/key/kernel", "attention.key.weight", 1, True),
-  ("attention/key/bias", "attention.key.bias", 0, False),
-  ("attention/value/kernel", "attention.value.weight", 1, True),
-  ("attention/value/bias", "attention.value.bias", 0, False),
-  ("attention/output/kernel", "attention.dense.weight", 0, True),
-  ("attention/output/bias", "attention.dense.bias", None, False),
-  ("attention_norm/scale", "attention.LayerNorm.weight", None, False),
-  ("attention_norm/bias", "attention.LayerNorm.bias", None, False),
-  ("intermediate/kernel", "ffn.weight", None, True),
-  ("intermediate/bias", "ffn.bias", None, False),
-  ("output/kernel", "ffn_output.weight", None, True),
-  ("output/bias", "ffn_output.bias", None, False),
-  ("output_norm/scale", "full_layer_layer_norm.weight", None, False),
-  ("output_norm/bias", "full_layer_layer_norm.bias", None, False),
+# ALBERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside an ``AlbertLayer``.
+_LAYER_NAMES = (
+  "attention.query.weight",
+  "attention.query.bias",
+  "attention.key.weight",
+  "attention.key.bias",
+  "attention.value.weight",
+  "attention.value.bias",
+  "attention.dense.weight",
+  "attention.dense.bias",
+  "attention.LayerNorm.weight",
+  "attention.LayerNorm.bias",
+  "ffn.weight",
+  "ffn.bias",
+  "ffn_output.weight",
+  "ffn_output.bias",
+  "full_layer_layer_norm.weight",
+  "full_layer_layer_norm.bias",
 )
 
 
@@ -84,11 +83,7 @@ def rows(config: ModelConfig):
     blocks = [("bert/encoder/shared/layer/", _GROUP.format(0))]
   else:
     blocks = [(f"bert/encoder/layer_{i}/", _GROUP.format(i)) for i in range(config.num_layers)]
-  layer_rows = [
-    Row(ours_prefix + ours, theirs_prefix + theirs, "encoder", heads_axis, transpose)
-    for ours_prefix, theirs_prefix in blocks
-    for ours, theirs, heads_axis, transpose in _LAYER_ROWS
-  ]
+  layer_rows = weight_table.encoder_layer_rows(blocks, _LAYER_NAMES, transposed=True)
   return list(_FIXED_ROWS) + layer_rows + list(_HEAD_ROWS)
 
 

@@ -54,24 +54,24 @@ _HEAD_ROWS = (
   Row("mlm_head/transform_norm/bias", "vocab_layer_norm.bias", "mlm_head"),
   Row("mlm_head/output_bias", "vocab_projector.bias", "mlm_head"),
 )
-# (bert_jax suffix, Hugging Face suffix, heads_axis, transpose) inside layer i.
-_LAYER_ROWS = (
-  ("attention/query/kernel", "attention.q_lin.weight", 1, True),
-  ("attention/query/bias", "attention.q_lin.bias", 0, False),
-  ("attention/key/kernel", "attention.k_lin.weight", 1, True),
-  ("attention/key/bias", "attention.k_lin.bias", 0, False),
-  ("attention/value/kernel", "attention.v_lin.weight", 1, True),
-  ("attention/value/bias", "attention.v_lin.bias", 0, False),
-  ("attention/output/kernel", "attention.out_lin.weight", 0, True),
-  ("attention/output/bias", "attention.out_lin.bias", None, False),
-  ("attention_norm/scale", "sa_layer_norm.weight", None, False),
-  ("attention_norm/bias", "sa_layer_norm.bias", None, False),
-  ("intermediate/kernel", "ffn.lin1.weight", None, True),
-  ("intermediate/bias", "ffn.lin1.bias", None, False),
-  ("output/kernel", "ffn.lin2.weight", None, True),
-  ("output/bias", "ffn.lin2.bias", None, False),
-  ("output_norm/scale", "output_layer_norm.weight", None, False),
-  ("output_norm/bias", "output_layer_norm.bias", None, False),
+# DistilBERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside ``transformer.layer.<i>.``.
+_LAYER_NAMES = (
+  "attention.q_lin.weight",
+  "attention.q_lin.bias",
+  "attention.k_lin.weight",
+  "attention.k_lin.bias",
+  "attention.v_lin.weight",
+  "attention.v_lin.bias",
+  "attention.out_lin.weight",
+  "attention.out_lin.bias",
+  "sa_layer_norm.weight",
+  "sa_layer_norm.bias",
+  "ffn.lin1.weight",
+  "ffn.lin1.bias",
+  "ffn.lin2.weight",
+  "ffn.lin2.bias",
+  "output_layer_norm.weight",
+  "output_layer_norm.bias",
 )
 
 
@@ -135,17 +135,11 @@ def architecture(params) -> str:
 
 def rows(config: ModelConfig):
   """The `Row` table of a DistilBERT of ``config``'s depth (``DistilBertForMaskedLM`` names)."""
-  layer_rows = [
-    Row(
-      f"bert/encoder/layer_{i}/{ours}",
-      f"{_PREFIX}transformer.layer.{i}.{theirs}",
-      "encoder",
-      heads_axis,
-      transpose,
-    )
+  layers = [
+    (f"bert/encoder/layer_{i}/", f"{_PREFIX}transformer.layer.{i}.")
     for i in range(config.num_layers)
-    for ours, theirs, heads_axis, transpose in _LAYER_ROWS
   ]
+  layer_rows = weight_table.encoder_layer_rows(layers, _LAYER_NAMES, transposed=True)
   return list(_EMBEDDING_ROWS) + layer_rows + list(_HEAD_ROWS)
 
 

@@ -55,51 +55,38 @@ _FIXED_ROWS = (
   Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
   Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
 )
-# (bert_jax suffix, Hugging Face suffix, heads_axis, transpose) inside layer i.
-_LAYER_ROWS = (
-  ("attention/query/kernel", "attention.self.query.weight", 1, True),
-  ("attention/query/bias", "attention.self.query.bias", 0, False),
-  ("attention/key/kernel", "attention.self.key.weight", 1, True),
-  ("attention/key/bias", "attention.self.key.bias", 0, False),
-  ("attention/value/kernel", "attention.self.value.weight", 1, True),
-  ("attention/value/bias", "attention.self.value.bias", 0, False),
-  ("attention/output/kernel", "attention.output.dense.weight", 0, True),
-  ("attention/output/bias", "attention.output.dense.bias", None, False),
-  ("attention_norm/scale", "attention.output.LayerNorm.weight", None, False),
-  ("attention_norm/bias", "attention.output.LayerNorm.bias", None, False),
-  ("intermediate/kernel", "intermediate.dense.weight", None, True),
-  ("intermediate/bias", "intermediate.dense.bias", None, False),
-  ("output/kernel", "output.dense.weight", None, True),
-  ("output/bias", "output.dense.bias", None, False),
-  ("output_norm/scale", "output.LayerNorm.weight", None, False),
-  ("output_norm/bias", "output.LayerNorm.bias", None, False),
+# Hugging Face's names of `weight_table.ENCODER_LAYER_PARAMS` inside ``layer.<i>.``.
+_LAYER_NAMES = (
+  "attention.self.query.weight",
+  "attention.self.query.bias",
+  "attention.self.key.weight",
+  "attention.self.key.bias",
+  "attention.self.value.weight",
+  "attention.self.value.bias",
+  "attention.output.dense.weight",
+  "attention.output.dense.bias",
+  "attention.output.LayerNorm.weight",
+  "attention.output.LayerNorm.bias",
+  "intermediate.dense.weight",
+  "intermediate.dense.bias",
+  "output.dense.weight",
+  "output.dense.bias",
+  "output.LayerNorm.weight",
+  "output.LayerNorm.bias",
 )
 
 
 def layer_rows(ours: str, theirs: str, num_layers: int, group: str):
   """Rows of ``num_layers`` BERT encoder layers: ours ``<ours>/layer_<i>/...``, theirs
   ``<theirs>.<i>....`` (other families with BERT's layers, e.g. ELECTRA, reuse them)."""
-  return [
-    Row(f"{ours}/layer_{i}/{mine}", f"{theirs}.{i}.{hf}", group, heads_axis, transpose)
-    for i in range(num_layers)
-    for mine, hf, heads_axis, transpose in _LAYER_ROWS
-  ]
+  layers = [(f"{ours}/layer_{i}/", f"{theirs}.{i}.") for i in range(num_layers)]
+  return weight_table.encoder_layer_rows(layers, _LAYER_NAMES, transposed=True, group=group)
 
 
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
-  layer_rows = [
-    Row(
-      f"bert/encoder/layer_{i}/{ours}",
-      f"bert.encoder.layer.{i}.{theirs}",
-      "encoder",
-      heads_axis,
-      transpose,
-    )
-    for i in range(config.num_layers)
-    for ours, theirs, heads_axis, transpose in _LAYER_ROWS
-  ]
-  return list(_FIXED_ROWS[:5]) + layer_rows + list(_FIXED_ROWS[5:])
+  encoder_rows = layer_rows("bert/encoder", "bert.encoder.layer", config.num_layers, "encoder")
+  return list(_FIXED_ROWS[:5]) + encoder_rows + list(_FIXED_ROWS[5:])
 
 
 def _canonical(name: str) -> str:

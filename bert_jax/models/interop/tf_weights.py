@@ -38,34 +38,32 @@ _FIXED_ROWS = (
   Row("nsp_head/kernel", "cls/seq_relationship/output_weights", "nsp_head", transpose=True),
   Row("nsp_head/bias", "cls/seq_relationship/output_bias", "nsp_head"),
 )
-# (bert_jax suffix, TF suffix, heads_axis) inside layer i; no TF tensor is transposed here.
-_LAYER_ROWS = (
-  ("attention/query/kernel", "attention/self/query/kernel", 1),
-  ("attention/query/bias", "attention/self/query/bias", 0),
-  ("attention/key/kernel", "attention/self/key/kernel", 1),
-  ("attention/key/bias", "attention/self/key/bias", 0),
-  ("attention/value/kernel", "attention/self/value/kernel", 1),
-  ("attention/value/bias", "attention/self/value/bias", 0),
-  ("attention/output/kernel", "attention/output/dense/kernel", 0),
-  ("attention/output/bias", "attention/output/dense/bias", None),
-  ("attention_norm/scale", "attention/output/LayerNorm/gamma", None),
-  ("attention_norm/bias", "attention/output/LayerNorm/beta", None),
-  ("intermediate/kernel", "intermediate/dense/kernel", None),
-  ("intermediate/bias", "intermediate/dense/bias", None),
-  ("output/kernel", "output/dense/kernel", None),
-  ("output/bias", "output/dense/bias", None),
-  ("output_norm/scale", "output/LayerNorm/gamma", None),
-  ("output_norm/bias", "output/LayerNorm/beta", None),
+# The original TF BERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside ``layer_<i>/``;
+# TF stores kernels [in, out] as bert_jax does.
+_LAYER_NAMES = (
+  "attention/self/query/kernel",
+  "attention/self/query/bias",
+  "attention/self/key/kernel",
+  "attention/self/key/bias",
+  "attention/self/value/kernel",
+  "attention/self/value/bias",
+  "attention/output/dense/kernel",
+  "attention/output/dense/bias",
+  "attention/output/LayerNorm/gamma",
+  "attention/output/LayerNorm/beta",
+  "intermediate/dense/kernel",
+  "intermediate/dense/bias",
+  "output/dense/kernel",
+  "output/dense/bias",
+  "output/LayerNorm/gamma",
+  "output/LayerNorm/beta",
 )
 
 
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
-  layer_rows = [
-    Row(f"bert/encoder/layer_{i}/{ours}", f"bert/encoder/layer_{i}/{theirs}", "encoder", heads_axis)
-    for i in range(config.num_layers)
-    for ours, theirs, heads_axis in _LAYER_ROWS
-  ]
+  layers = [(f"bert/encoder/layer_{i}/",) * 2 for i in range(config.num_layers)]
+  layer_rows = weight_table.encoder_layer_rows(layers, _LAYER_NAMES, transposed=False)
   return list(_FIXED_ROWS[:5]) + layer_rows + list(_FIXED_ROWS[5:])
 
 

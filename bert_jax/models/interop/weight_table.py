@@ -50,6 +50,54 @@ class Row:
   transpose: bool = False
 
 
+# The parameters of one encoder layer (`models/blocks.py`'s `EncoderBlock`, which BERT, ALBERT,
+# ELECTRA and DistilBERT share), in the order `encoder_layer_rows` pairs them with a foreign
+# layout's names: (bert_jax suffix, heads_axis).
+ENCODER_LAYER_PARAMS = (
+  ("attention/query/kernel", 1),
+  ("attention/query/bias", 0),
+  ("attention/key/kernel", 1),
+  ("attention/key/bias", 0),
+  ("attention/value/kernel", 1),
+  ("attention/value/bias", 0),
+  ("attention/output/kernel", 0),
+  ("attention/output/bias", None),
+  ("attention_norm/scale", None),
+  ("attention_norm/bias", None),
+  ("intermediate/kernel", None),
+  ("intermediate/bias", None),
+  ("output/kernel", None),
+  ("output/bias", None),
+  ("output_norm/scale", None),
+  ("output_norm/bias", None),
+)
+
+
+def encoder_layer_rows(layers, foreign_names, *, transposed: bool, group: str = REQUIRED_GROUP):
+  """Rows of encoder layers in a foreign layout.
+
+  Args:
+    layers: (our prefix, their prefix) per stored layer, e.g. ``("bert/encoder/layer_0/",
+      "bert.encoder.layer.0.")``.
+    foreign_names: the foreign suffixes of `ENCODER_LAYER_PARAMS`, in its order.
+    transposed: the foreign layout stores dense kernels as [out, in] (PyTorch ``Linear``).
+    group: the rows' group.
+  """
+  if len(foreign_names) != len(ENCODER_LAYER_PARAMS):
+    raise ValueError(f"{len(foreign_names)} foreign names for {len(ENCODER_LAYER_PARAMS)} params")
+  return [
+    Row(
+      ours_prefix + ours,
+      theirs_prefix + theirs,
+      group,
+      heads_axis,
+      transposed and ours.endswith("/kernel"),
+    )
+    for ours_prefix, theirs_prefix in layers
+    for (ours, heads_axis), theirs in zip(ENCODER_LAYER_PARAMS, foreign_names)
+  ]
+
+
 def _merged_shape(row: Row, shape) -> tuple:
   shape = tuple(shape)
   if row.heads_axis is None:
