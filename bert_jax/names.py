@@ -43,6 +43,10 @@ TASKS = (PRETRAINING,) + FINETUNING_TASKS + (DISTILLATION,)
 # Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
 PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 
+# The causal LM objective (`data.objective`): Transformer-XL next-token prediction over
+# consecutive segments with memory (tasks/causal_lm.py), instead of masked sentence pairs.
+CLM = "clm"
+
 # Model families (`config.model.family`).
 BERT = "bert"
 ALBERT = "albert"

@@ -6,6 +6,7 @@ Every key's default and description are declared here (`bert_jax.config_fields.o
 
 import dataclasses
 
+from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.data import default_corpus, masking, sentence_pairs, tfds_source
 from bert_jax.errors import UserInputError
@@ -99,10 +100,9 @@ class PretrainingDataConfig:
       raise UserInputError(
         f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
       )
-    if self.objective not in sentence_pairs.OBJECTIVES:
-      raise UserInputError(
-        f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}"
-      )
+    objectives = sentence_pairs.OBJECTIVES + (names.CLM,)
+    if self.objective not in objectives:
+      raise UserInputError(f"data.objective is {self.objective!r}; choose one of {objectives}")
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
         f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "

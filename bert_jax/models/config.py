@@ -144,6 +144,11 @@ class ModelConfig:
     help="xlnet: hidden states of earlier segments each layer attends to (Transformer-XL "
     "memory); 0 = none",
   )
+  eval_mem_len: int = option(
+    -1,
+    help="xlnet causal LM (data.objective='clm'): memory at evaluation, may exceed mem_len "
+    "(Transformer-XL evaluates with a longer one); -1 = mem_len, 0 = no memory",
+  )
   clamp_len: int = option(
     -1, help="xlnet: relative distances beyond this are clipped to it; -1 = no clipping"
   )
@@ -211,6 +216,11 @@ class ModelConfig:
     if self.mem_len < 0:
       raise UserInputError(
         f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
+      )
+    if self.eval_mem_len < -1:
+      raise UserInputError(
+        f"model.eval_mem_len={self.eval_mem_len} must be >= -1; use -1 for mem_len, 0 for no "
+        "memory at evaluation"
       )
     if self.family == names.XLNET and (self.scan_layers or self.reversible):
       raise UserInputError(

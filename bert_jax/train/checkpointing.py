@@ -76,6 +76,12 @@ class Checkpointer:
         f"{where} holds parameters only (converted weights), not a run to resume; pass "
         f"--config.init_from={self.directory.parent} and a new --workdir"
       )
+    if hasattr(abstract_state, "memory") != ("memory" in stored_state):
+      has, lacks = ("lacks", "needs") if hasattr(abstract_state, "memory") else ("holds", "has not")
+      raise UserInputError(
+        f"{where} {has} the segment memory this run {lacks} (data.objective='clm' with "
+        "model.mem_len > 0 carries one): use a new --workdir or the config that wrote it"
+      )
     stored = _shapes_by_path(stored_state["params"])
     wanted = _shapes_by_path(abstract_state.params)
     for path in sorted(set(stored) | set(wanted)):

@@ -166,6 +166,11 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
       f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
       f"data.max_seq_length={data.max_seq_length}"
     )
+  if getattr(data, "objective", None) == names.CLM and trainer.task != names.PRETRAINING:
+    raise UserInputError(
+      f"data.objective='clm' is a pretraining objective; task={trainer.task!r} cannot train "
+      "it: set task='pretraining' or another data.objective"
+    )
   if trainer.global_batch_size % trainer.gradient_accumulation_steps:
     raise UserInputError(
       f"global_batch_size={trainer.global_batch_size} is not divisible by "
