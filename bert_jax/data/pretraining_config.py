@@ -77,7 +77,8 @@ class PretrainingDataConfig:
     paths = self.corpus_paths
     object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
     sentence_pairs.check_max_seq_length(self.max_seq_length)
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+    # The causal LM predicts every next token; the masked slots do not apply to it.
+    if self.objective != names.CLM and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise UserInputError(
         f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
         f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)"

@@ -160,6 +160,7 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
     )
   if (
     trainer.task in names.PRETRAINING_DATA_TASKS
+    and data.objective != names.CLM
     and data.max_predictions_per_seq > data.max_seq_length
   ):
     raise UserInputError(

@@ -1,0 +1,202 @@
+"""Segment-level recurrence on the one trainer (data.objective='clm', Transformer-XL memory):
+resumed == uninterrupted with the memory in the checkpoint, sharded == unsharded and
+accumulated == one batch with non-empty memory, 2 processes == 1."""
+
+import importlib.util
+import socket
+import subprocess
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from bert_jax.data.segment_batches import SegmentData
+from bert_jax.parallel import mesh as mesh_lib
+from bert_jax.parallel import sharding
+from bert_jax.train import setup
+from bert_jax.train import state as state_lib
+from bert_jax.train.loop import train_and_evaluate
+from bert_jax.train.settings import settings_from_config
+from tests import run_helpers
+
+CONFIG = "configs/transformer_xl_tiny.py"
+# configs/transformer_xl_tiny.py shrunk to a few-second CPU run: 16-token segments, 16 memory
+# positions in training and 32 at eval, 4 eval segments per stream.
+SMALL = {
+  "num_train_steps": 4,
+  "global_batch_size": 8,
+  "log_every_steps": 1,
+  "eval_every_steps": 4,
+  "checkpoint_every_steps": 2,
+  "compilation_cache_dir": "",
+  "model.hidden_size": 32,
+  "model.num_heads": 4,
+  "model.intermediate_size": 64,
+  "model.mem_len": 16,
+  "model.eval_mem_len": 32,
+  "data.max_seq_length": 16,
+  "data.num_eval_examples": 32,
+  "optimizer.warmup_steps": 2,
+}
+
+
+def _config(**overrides):
+  spec = importlib.util.spec_from_file_location("transformer_xl_tiny", run_helpers.REPO / CONFIG)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  for key, value in {**SMALL, **overrides}.items():
+    node = config
+    *parents, leaf = key.split(".")
+    for parent in parents:
+      node = node[parent]
+    node[leaf] = value
+  return config
+
+
+def _restore_state(workdir, step):
+  """A checkpoint's whole train state (params, optimizer state, memory) as numpy arrays."""
+  path = workdir / "checkpoints" / str(step) / "state"
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  with ocp.StandardCheckpointer() as checkpointer:
+    metadata = checkpointer.metadata(path).item_metadata.tree
+    target = jax.tree.map(
+      lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), metadata
+    )
+    return jax.tree.map(np.asarray, checkpointer.restore(path, target))
+
+
+@pytest.fixture(scope="module")
+def data():
+  """The embedded corpus as 8 streams of 16-token segments (tokenised once)."""
+  return SegmentData(settings_from_config(_config()).data, model_vocab_size=8192)
+
+
+def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, data):
+  train = data.stream("train", 8)
+  # Segment 2 (the first after the stop) continues segment 1's document in some rows: their
+  # first tokens attend to the memory the checkpoint must carry.
+  continues_R = train.batch(1)["document_ids"][:, -1] == train.batch(2)["document_ids"][:, 0]
+  assert continues_R.any()
+  whole = train_and_evaluate(_config(), str(tmp_path / "whole"))
+  train_and_evaluate(_config(num_train_steps=2), str(tmp_path / "resumed"))
+  stopped = _restore_state(tmp_path / "resumed", 2)
+  assert np.abs(stopped["memory"]["hidden"][0]).max() > 0  # The memory is saved, not empty.
+  np.testing.assert_array_equal(stopped["memory"]["ids"][:, -1], train.batch(1)["document_ids"][:, -1])
+  resumed = train_and_evaluate(_config(), str(tmp_path / "resumed"))
+  assert resumed == whole  # Eval metrics, with eval's own 32-position memory.
+  jax.tree.map(
+    np.testing.assert_array_equal,
+    _restore_state(tmp_path / "resumed", 4),
+    _restore_state(tmp_path / "whole", 4),
+  )
+  rows = {w: run_helpers.read_metrics(tmp_path / w) for w in ("whole", "resumed")}
+  assert [r["step"] for r in rows["resumed"]] == [1, 2, 3, 4]
+  for a, b in zip(rows["whole"], rows["resumed"]):
+    for key in ("loss", "accuracy", "perplexity", "grad_norm"):
+      assert a[key] == b[key], (key, a["step"])
+  assert set(rows["whole"][0]) >= {"loss", "accuracy", "perplexity", "bits_per_token"}
+
+
+def _two_steps(config, devices, data):
+  """Two real train steps (the second reads the first's memory) on a mesh over ``devices``."""
+  settings = settings_from_config(config)
+  mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
+  train = data.stream("train", settings.trainer.global_batch_size)
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh, data)
+    state = state_lib.init_state(
+      training.init_params,
+      training.optimizer,
+      jax.random.key(0),
+      training.state_shardings,
+      training.init_memory,
+    )
+    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
+    for step in range(2):
+      batch = sharding.host_batch_to_global(train.batch(step), mesh)
+      state, metrics = training.train_step(state, batch, rng)
+    specs = {s.spec for s in jax.tree.leaves(training.state_shardings.memory)}
+    return jax.device_get((metrics, state.params, state.memory)), specs
+
+
+@pytest.fixture(scope="module")
+def one_device(data):
+  return _two_steps(_config(**{"mesh.data": 1}), jax.devices()[:1], data)[0]
+
+
+@pytest.mark.parametrize(
+  "axes",
+  [{"mesh.data": 8}, {"mesh.data": 2, "mesh.tensor": 4}],
+  ids=["data8", "data2xtensor4"],
+)
+def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
+  (metrics, params, memory), specs = _two_steps(_config(**axes), jax.devices(), data)
+  # The memory is split over the data-parallel devices, never replicated whole.
+  assert all(spec[0] == "data" for spec in specs), specs
+  metrics_1, params_1, memory_1 = one_device
+  for key in ("lm_loss", "lm_accuracy", "grad_norm"):
+    np.testing.assert_allclose(metrics[key], metrics_1[key], rtol=2e-5, err_msg=key)
+  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)  # noqa: E731
+  jax.tree.map(close, params, params_1)
+  jax.tree.map(close, memory, memory_1)
+  np.testing.assert_array_equal(memory["ids"], memory_1["ids"])
+
+
+def test_gradient_accumulation_keeps_each_rows_memory(data):
+  no_dropout = {"mesh.data": 1, "model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
+  (metrics_a, params_a, memory_a), _ = _two_steps(
+    _config(**no_dropout, gradient_accumulation_steps=2), jax.devices()[:1], data
+  )
+  (metrics_1, params_1, memory_1), _ = _two_steps(_config(**no_dropout), jax.devices()[:1], data)
+  np.testing.assert_allclose(metrics_a["lm_loss"], metrics_1["lm_loss"], rtol=1e-5)
+  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)  # noqa: E731
+  jax.tree.map(close, params_a, params_1)
+  jax.tree.map(close, memory_a, memory_1)  # Rows keep their own memory through the split.
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path):
+  flags = [f"--config.{k}={v}" for k, v in {**SMALL, "num_train_steps": 2}.items()]
+  flags += ["--config.checkpoint_every_steps=2", "--config.eval_every_steps=2"]
+  single = run_helpers.run_main(tmp_path / "one", flags, devices=4, config=CONFIG)
+  assert single.returncode == 0, single.stderr[-3000:]
+  port = _free_port()
+  processes = [
+    subprocess.Popen(
+      run_helpers.main_command(
+        tmp_path / "two",
+        flags
+        + [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
+        config=CONFIG,
+      ),
+      env=run_helpers.env(devices=2),
+      cwd=run_helpers.REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for i in range(2)
+  ]
+  try:
+    outputs = [p.communicate(timeout=300)[1] for p in processes]
+  finally:
+    for p in processes:
+      p.kill()
+  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  for split in ("train", "eval"):
+    one, two = (run_helpers.read_metrics(tmp_path / w, split) for w in ("one", "two"))
+    assert [r["step"] for r in two] == [r["step"] for r in one] and two
+    for a, b in zip(one, two):
+      assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), (split, a["step"])
+  memory_1, memory_2 = (_restore_state(tmp_path / w, 2)["memory"] for w in ("one", "two"))
+  np.testing.assert_array_equal(memory_2["ids"], memory_1["ids"])
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4), memory_2, memory_1
+  )
