@@ -73,25 +73,33 @@ def data():
   return SegmentData(settings_from_config(_config()).data, model_vocab_size=8192)
 
 
-def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, data):
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+  """An uninterrupted 4-step run on the 8 fake devices: (workdir, its last eval metrics)."""
+  workdir = tmp_path_factory.mktemp("clm") / "whole"
+  return workdir, train_and_evaluate(_config(), str(workdir))
+
+
+def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, data, whole):
   train = data.stream("train", 8)
   # Segment 2 (the first after the stop) continues segment 1's document in some rows: their
   # first tokens attend to the memory the checkpoint must carry.
   continues_R = train.batch(1)["document_ids"][:, -1] == train.batch(2)["document_ids"][:, 0]
   assert continues_R.any()
-  whole = train_and_evaluate(_config(), str(tmp_path / "whole"))
+  whole_dir, whole_eval = whole
   train_and_evaluate(_config(num_train_steps=2), str(tmp_path / "resumed"))
   stopped = _restore_state(tmp_path / "resumed", 2)
   assert np.abs(stopped["memory"]["hidden"][0]).max() > 0  # The memory is saved, not empty.
   np.testing.assert_array_equal(stopped["memory"]["ids"][:, -1], train.batch(1)["document_ids"][:, -1])
   resumed = train_and_evaluate(_config(), str(tmp_path / "resumed"))
-  assert resumed == whole  # Eval metrics, with eval's own 32-position memory.
+  assert resumed == whole_eval  # Eval metrics, with eval's own 32-position memory.
   jax.tree.map(
     np.testing.assert_array_equal,
     _restore_state(tmp_path / "resumed", 4),
-    _restore_state(tmp_path / "whole", 4),
+    _restore_state(whole_dir, 4),
   )
-  rows = {w: run_helpers.read_metrics(tmp_path / w) for w in ("whole", "resumed")}
+  rows = {"whole": run_helpers.read_metrics(whole_dir)}
+  rows["resumed"] = run_helpers.read_metrics(tmp_path / "resumed")
   assert [r["step"] for r in rows["resumed"]] == [1, 2, 3, 4]
   for a, b in zip(rows["whole"], rows["resumed"]):
     for key in ("loss", "accuracy", "perplexity", "grad_norm"):
@@ -121,9 +129,13 @@ def _two_steps(config, devices, data):
     return jax.device_get((metrics, state.params, state.memory)), specs
 
 
+# Without dropout, so that one run is the reference of both the meshes and the accumulation.
+NO_DROPOUT = {"model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
+
+
 @pytest.fixture(scope="module")
 def one_device(data):
-  return _two_steps(_config(**{"mesh.data": 1}), jax.devices()[:1], data)[0]
+  return _two_steps(_config(**NO_DROPOUT, **{"mesh.data": 1}), jax.devices()[:1], data)[0]
 
 
 @pytest.mark.parametrize(
@@ -132,7 +144,7 @@ def one_device(data):
   ids=["data8", "data2xtensor4"],
 )
 def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
-  (metrics, params, memory), specs = _two_steps(_config(**axes), jax.devices(), data)
+  (metrics, params, memory), specs = _two_steps(_config(**NO_DROPOUT, **axes), jax.devices(), data)
   # The memory is split over the data-parallel devices, never replicated whole.
   assert all(spec[0] == "data" for spec in specs), specs
   metrics_1, params_1, memory_1 = one_device
@@ -144,12 +156,13 @@ def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
   np.testing.assert_array_equal(memory["ids"], memory_1["ids"])
 
 
-def test_gradient_accumulation_keeps_each_rows_memory(data):
-  no_dropout = {"mesh.data": 1, "model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
+def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
   (metrics_a, params_a, memory_a), _ = _two_steps(
-    _config(**no_dropout, gradient_accumulation_steps=2), jax.devices()[:1], data
+    _config(**NO_DROPOUT, **{"mesh.data": 1, "gradient_accumulation_steps": 2}),
+    jax.devices()[:1],
+    data,
   )
-  (metrics_1, params_1, memory_1), _ = _two_steps(_config(**no_dropout), jax.devices()[:1], data)
+  metrics_1, params_1, memory_1 = one_device
   np.testing.assert_allclose(metrics_a["lm_loss"], metrics_1["lm_loss"], rtol=1e-5)
   close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)  # noqa: E731
   jax.tree.map(close, params_a, params_1)
@@ -162,16 +175,14 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path):
-  flags = [f"--config.{k}={v}" for k, v in {**SMALL, "num_train_steps": 2}.items()]
-  flags += ["--config.checkpoint_every_steps=2", "--config.eval_every_steps=2"]
-  single = run_helpers.run_main(tmp_path / "one", flags, devices=4, config=CONFIG)
-  assert single.returncode == 0, single.stderr[-3000:]
+def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, whole):
+  whole_dir, _ = whole
+  flags = [f"--config.{k}={v}" for k, v in SMALL.items()]
   port = _free_port()
   processes = [
     subprocess.Popen(
       run_helpers.main_command(
-        tmp_path / "two",
+        tmp_path,
         flags
         + [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
         config=CONFIG,
@@ -190,12 +201,13 @@ def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path):
     for p in processes:
       p.kill()
   assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  # Each process built only its 4 rows; together they are the one-process run on 8 devices.
   for split in ("train", "eval"):
-    one, two = (run_helpers.read_metrics(tmp_path / w, split) for w in ("one", "two"))
+    one, two = (run_helpers.read_metrics(w, split) for w in (whole_dir, tmp_path))
     assert [r["step"] for r in two] == [r["step"] for r in one] and two
     for a, b in zip(one, two):
       assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), (split, a["step"])
-  memory_1, memory_2 = (_restore_state(tmp_path / w, 2)["memory"] for w in ("one", "two"))
+  memory_1, memory_2 = (_restore_state(w, 4)["memory"] for w in (whole_dir, tmp_path))
   np.testing.assert_array_equal(memory_2["ids"], memory_1["ids"])
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4), memory_2, memory_1
