@@ -53,16 +53,18 @@ class SegmentBatches:
 class SegmentData:
   """Reads and tokenises the corpus once, then makes segment iterators for either split."""
 
-  def __init__(self, config, *, model_vocab_size=None):
+  def __init__(self, config, *, model_vocab_size=None, global_batch_size=None):
     """Loads the vocab and the corpus and holds out the eval documents.
 
     Args:
       config: a `PretrainingDataConfig` with ``objective='clm'``.
       model_vocab_size: the model's ``vocab_size``; when given it must equal the vocab's.
+      global_batch_size: when given, both splits' streams are laid out for it now, so a corpus
+        too short for them is refused before the run writes anything.
 
     Raises:
-      UserInputError: TFRecords (they hold masked pairs, not text), a vocab size mismatch, or
-        an unreadable corpus.
+      UserInputError: TFRecords (they hold masked pairs, not text), a vocab size mismatch, an
+        unreadable corpus, or one that gives a row not even one segment.
     """
     if config.tfrecord_pattern:
       raise UserInputError(
@@ -94,6 +96,10 @@ class SegmentData:
     }
     self._streams = {}
     self.num_train_examples = 0  # Streams have no epochs of examples (num_train_epochs is 0).
+    if global_batch_size is not None:
+      for split, corpus in self._corpora.items():
+        if corpus is not None:
+          self.stream(split, global_batch_size)
     logging.info(
       "causal LM corpus: %d documents (%d held out), %d tokens",
       corpus.num_documents,

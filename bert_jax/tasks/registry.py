@@ -92,7 +92,11 @@ def make_data(settings):
   """
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
     causal_lm.make_task(settings.model, settings.data)  # Refuses a model without memory first.
-    return segment_batches.SegmentData(settings.data, model_vocab_size=settings.model.vocab_size)
+    return segment_batches.SegmentData(
+      settings.data,
+      model_vocab_size=settings.model.vocab_size,
+      global_batch_size=settings.trainer.global_batch_size,
+    )
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
