@@ -3,6 +3,7 @@ resumed == uninterrupted with the memory in the checkpoint, sharded == unsharded
 accumulated == one batch with non-empty memory, 2 processes == 1."""
 
 import importlib.util
+import pathlib
 import socket
 import subprocess
 
@@ -14,7 +15,8 @@ import pytest
 from bert_jax.data.segment_batches import SegmentData
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
-from bert_jax.train import setup
+from bert_jax.tasks import causal_lm
+from bert_jax.train import memory_eval, setup
 from bert_jax.train import state as state_lib
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
@@ -41,11 +43,15 @@ SMALL = {
 }
 
 
-def _config(**overrides):
-  spec = importlib.util.spec_from_file_location("transformer_xl_tiny", run_helpers.REPO / CONFIG)
+def _load(path):
+  spec = importlib.util.spec_from_file_location(path.stem, run_helpers.REPO / path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  config = module.get_config()
+  return module.get_config()
+
+
+def _config(**overrides):
+  config = _load(pathlib.Path(CONFIG))
   for key, value in {**SMALL, **overrides}.items():
     node = config
     *parents, leaf = key.split(".")
@@ -90,7 +96,9 @@ def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, data, w
   train_and_evaluate(_config(num_train_steps=2), str(tmp_path / "resumed"))
   stopped = _restore_state(tmp_path / "resumed", 2)
   assert np.abs(stopped["memory"]["hidden"][0]).max() > 0  # The memory is saved, not empty.
-  np.testing.assert_array_equal(stopped["memory"]["ids"][:, -1], train.batch(1)["document_ids"][:, -1])
+  np.testing.assert_array_equal(
+    stopped["memory"]["ids"][:, -1], train.batch(1)["document_ids"][:, -1]
+  )
   resumed = train_and_evaluate(_config(), str(tmp_path / "resumed"))
   assert resumed == whole_eval  # Eval metrics, with eval's own 32-position memory.
   jax.tree.map(
@@ -105,6 +113,31 @@ def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, data, w
     for key in ("loss", "accuracy", "perplexity", "grad_norm"):
       assert a[key] == b[key], (key, a["step"])
   assert set(rows["whole"][0]) >= {"loss", "accuracy", "perplexity", "bits_per_token"}
+
+
+def test_eval_memory_lengths_reuse_the_trainers_eval(whole, data):
+  whole_dir, whole_eval = whole
+  results = memory_eval.held_out_metrics(
+    settings_from_config(_config()), str(whole_dir), [32, 0], data
+  )
+  assert results[32] == whole_eval  # The run's own eval: 32 memory positions.
+  assert results[0]["loss"] != results[32]["loss"]  # Without memory it reads differently.
+
+
+@pytest.mark.parametrize(
+  "name,rows,segment,memory,eval_memory",
+  [("base", 64, 150, (16, 150, 410), 640), ("large", 128, 384, (18, 384, 1024), 1600)],
+)
+def test_paper_configs_resolve_to_the_papers_shapes(name, rows, segment, memory, eval_memory):
+  settings = settings_from_config(_load(pathlib.Path(f"configs/transformer_xl_{name}.py")))
+  task = causal_lm.make_task(settings.model, settings.data)
+  assert (task.segment_len, task.eval_mem_len) == (segment, eval_memory)
+  shapes = jax.eval_shape(
+    lambda: task.init_memory(settings.trainer.global_batch_size, task.mem_len)
+  )
+  layers, mem_len, width = memory
+  assert [h.value.shape for h in shapes["hidden"]] == [(rows, mem_len, width)] * layers
+  assert settings.model.head_dim == width // settings.model.num_heads
 
 
 def _two_steps(config, devices, data):
@@ -150,7 +183,7 @@ def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
   metrics_1, params_1, memory_1 = one_device
   for key in ("lm_loss", "lm_accuracy", "grad_norm"):
     np.testing.assert_allclose(metrics[key], metrics_1[key], rtol=2e-5, err_msg=key)
-  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)  # noqa: E731
+  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)
   jax.tree.map(close, params, params_1)
   jax.tree.map(close, memory, memory_1)
   np.testing.assert_array_equal(memory["ids"], memory_1["ids"])
@@ -164,7 +197,7 @@ def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
   )
   metrics_1, params_1, memory_1 = one_device
   np.testing.assert_allclose(metrics_a["lm_loss"], metrics_1["lm_loss"], rtol=1e-5)
-  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)  # noqa: E731
+  close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)
   jax.tree.map(close, params_a, params_1)
   jax.tree.map(close, memory_a, memory_1)  # Rows keep their own memory through the split.
 
