@@ -122,6 +122,9 @@ CASES = [
   ("zero_mesh", MAIN, lambda p: [TINY, "--config.mesh.data=0"], "mesh.data=0"),
   ("nan_eps", MAIN, lambda p: [TINY, "--config.optimizer.eps=nan"], "optimizer.eps=nan"),
   ("lease", MAIN, lambda p: [TINY, "--config.lock_lease_secs=0.0"], "lock_lease_secs=0.0"),
+  ("transformer_xl_not_causal", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl"], "is a causal LM"),
+  ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.same_length=True"], "but model.mem_len=0"),
+  ("transformer_xl_masked_lm", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True"], "has no masked-LM pretraining"),
   # Workdirs.
   ("workdir_is_file", MAIN, lambda p: [TINY, f"--workdir={p['a_file']}"], "a_file"),
   ("workdir_unwritable", MAIN, lambda p: [TINY, "--workdir=/sys/kernel/bert_jax_run"], "/sys/kernel/bert_jax_run"),

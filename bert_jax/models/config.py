@@ -167,7 +167,7 @@ class ModelConfig:
   causal: bool = option(
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
-    "LM; transformers' attn_type='uni')",
+    "LM; transformers' attn_type='uni'); transformer_xl: always True",
   )
   embedding_size: int = option(
     0,
@@ -233,6 +233,11 @@ class ModelConfig:
       raise UserInputError(
         f"model.family={self.family!r} runs its own unscanned, non-reversible layers; set "
         "model.scan_layers=False and model.reversible=False"
+      )
+    if self.family == names.TRANSFORMER_XL and not self.causal:
+      raise UserInputError(
+        "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
+        "tokens and itself); set model.causal=True"
       )
     if self.same_length and self.mem_len <= 0:
       raise UserInputError(

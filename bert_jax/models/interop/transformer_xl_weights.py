@@ -105,7 +105,7 @@ def model_config(values, source: str) -> ModelConfig:
   fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
   if fields.get("embedding_size") == fields["hidden_size"]:
     fields["embedding_size"] = 0
-  fields.update(family=names.TRANSFORMER_XL, attention_kind="dense")
+  fields.update(family=names.TRANSFORMER_XL, attention_kind="dense", causal=True)
   return model_config_from_dict(fields)
 
 
