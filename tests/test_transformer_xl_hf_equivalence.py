@@ -1,7 +1,8 @@
 """The transformer_xl family equals transformers' random-init TransfoXLLMHeadModel (PyTorch,
 built offline, one embedding cluster) at two sizes: the second has its own vocab, d_embed !=
 d_model (both projections), clamp_len, same_length, pre-LN and shared r_w/r_r biases. Hidden
-states, new memory, LM log-probs and gradients, for a first segment and a next one.
+states, new memory, LM log-probs and gradients, for a first segment and a next one; the same
+loss and gradients on a data 2 x tensor 4 mesh of the 8 fake devices.
 """
 
 import dataclasses
@@ -11,9 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec
 
 from bert_jax.models.interop import transformer_xl_weights, weight_table
 from bert_jax.models.transformer_xl import TransformerXLLMHeadModel
+from bert_jax.parallel import mesh as mesh_lib
+from bert_jax.parallel import sharding
+from bert_jax.train import setup
 from tests import transformer_xl_reference
 
 transformers = pytest.importorskip("transformers")
@@ -171,3 +176,36 @@ def test_memory_of_another_document_is_not_seen(pair):
   # Tokens of document 2 ignore the memory of document 1; tokens of document 1 use it.
   np.testing.assert_allclose(run(document_2, jnp.full((B, 4), 1)), alone, atol=1e-5)
   assert float(jnp.max(jnp.abs(run(jnp.full((B, L), 1), jnp.full((B, 4), 1)) - alone))) > 1e-3
+
+
+def test_sharded_loss_and_gradients_equal_one_device(pair):
+  _, _, config, params = pair
+  if config.num_heads % 4:
+    pytest.skip("the heads of this size do not split over 4 tensor-parallel devices")
+  ids = _ids(config, 7)
+  memory = [jax.random.normal(jax.random.key(i), (B, 3, config.hidden_size)) for i in range(2)]
+
+  def loss(p, ids_BL, memory):
+    out = TransformerXLLMHeadModel(config).apply(
+      {"params": p}, ids_BL, 0 * ids_BL, jnp.ones_like(ids_BL), memory
+    )
+    return jnp.mean(jax.nn.log_softmax(out["logits"])[:, :-1, 0]) + jnp.mean(out["memory"][1])
+
+  single = jax.jit(jax.value_and_grad(loss))(params, ids, memory)
+  mesh = mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, tensor=4), jax.devices())
+  rules = mesh_lib.DEFAULT_LOGICAL_AXIS_RULES
+  with setup.mesh_context(mesh, rules):
+    boxed = jax.eval_shape(
+      lambda: TransformerXLLMHeadModel(config).init(jax.random.key(0), ids, ids, ids)["params"]
+    )
+    shardings = sharding.logical_shardings(boxed, mesh, rules)
+    assert any(s.spec != PartitionSpec() for s in jax.tree.leaves(shardings)), "none sharded"
+    batch = sharding.batch_sharding(mesh, 2)
+    sharded = jax.jit(
+      jax.value_and_grad(loss),
+      in_shardings=(shardings, batch, [sharding.batch_sharding(mesh, 3)] * 2),
+    )(params, ids, memory)
+  np.testing.assert_allclose(sharded[0], single[0], rtol=1e-5)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-4), *sharded[1:], *single[1:]
+  )
