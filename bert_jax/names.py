@@ -53,4 +53,7 @@ ALBERT = "albert"
 DISTILBERT = "distilbert"
 ELECTRA = "electra"
 XLNET = "xlnet"
-FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET)
+TRANSFORMER_XL = "transformer_xl"
+FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL)
+# Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
+RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)

@@ -5,8 +5,8 @@
       --config.data.corpus_paths='("/data/wikitext-103/wiki.train.tokens",)' \
       --config.data.vocab_path=/data/wt103_spiece.model
 
-Family xlnet with model.causal=True is Transformer-XL's backbone (relative attention with the
-u / v biases, memory per layer, no absolute positions). Each batch row reads its own stream of
+Family transformer_xl (HF TransfoXL's layout: relative attention with the u / v biases, memory
+per layer, no absolute positions; family xlnet with model.causal=True trains the same way). Each batch row reads its own stream of
 the corpus, 150 tokens per step; the memory lives in the train state and the checkpoint, and
 eval carries its own, 640 positions long with distances clamped at 400, as the paper's
 WikiText-103 evaluation. Differences from the paper: a subword vocab (pass one; the paper uses
@@ -25,8 +25,8 @@ def get_config(arg=None):
   config.log_every_steps = 200
   config.eval_every_steps = 4000
   config.checkpoint_every_steps = 4000
-  config.model.family = "xlnet"  # Relative attention + memory: Transformer-XL's backbone.
-  config.model.causal = True  # Transformer-XL's LM: the memory and earlier tokens only.
+  config.model.family = "transformer_xl"  # Relative attention + memory, HF TransfoXL layout.
+  config.model.causal = True  # Required: the memory and earlier tokens only.
   config.model.num_layers = 16
   config.model.hidden_size = 410  # d_model.
   config.model.num_heads = 10  # d_head = 410 / 10 = 41.

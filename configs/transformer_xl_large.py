@@ -24,8 +24,8 @@ def get_config(arg=None):
   config.log_every_steps = 500
   config.eval_every_steps = 10_000
   config.checkpoint_every_steps = 10_000
-  config.model.family = "xlnet"  # Relative attention + memory: Transformer-XL's backbone.
-  config.model.causal = True  # Transformer-XL's LM: the memory and earlier tokens only.
+  config.model.family = "transformer_xl"  # Relative attention + memory, HF TransfoXL layout.
+  config.model.causal = True  # Required: the memory and earlier tokens only.
   config.model.num_layers = 18
   config.model.hidden_size = 1024  # d_model.
   config.model.num_heads = 16  # d_head = 64.

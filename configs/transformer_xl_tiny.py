@@ -5,8 +5,8 @@
 Each of the 16 batch rows reads its own stream of the corpus, 32 tokens per step, and attends
 to the previous 32 tokens' hidden states (the memory, carried in the train state and the
 checkpoint, reset at document boundaries). Eval reads the held-out documents the same way with
-a 64-token memory. The model is family xlnet with model.causal=True (Transformer-XL's relative
-attention, one stream). Running the same command again resumes, memory included.
+a 64-token memory. The model is family transformer_xl (HF TransfoXL's layout; family xlnet with
+model.causal=True trains the same way). Running the same command again resumes, memory included.
 """
 
 from bert_jax.default_config import base_config
@@ -20,8 +20,8 @@ def get_config(arg=None):
   config.log_every_steps = 50
   config.eval_every_steps = 500
   config.checkpoint_every_steps = 250
-  config.model.family = "xlnet"  # Relative attention + memory: Transformer-XL's backbone.
-  config.model.causal = True  # Transformer-XL's LM: the memory and earlier tokens only.
+  config.model.family = "transformer_xl"  # Relative attention + memory, HF TransfoXL layout.
+  config.model.causal = True  # Required: the memory and earlier tokens only.
   config.model.size = "tiny"  # L=2, H=128, A=2, intermediate 512.
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
   config.model.mem_len = 32  # Memory positions per layer in training.

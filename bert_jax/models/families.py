@@ -15,6 +15,7 @@ from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
+from bert_jax.models.transformer_xl import TransformerXLEncoder, TransformerXLLMHeadModel
 from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
 
@@ -54,6 +55,14 @@ _FAMILIES = {
   names.ELECTRA: Family(names.ELECTRA, ElectraEncoder, ElectraForPreTraining, sentence_head=False),
   names.XLNET: Family(
     names.XLNET, XLNetEncoder, XLNetForPreTraining, causal_lm_model=XLNetLMHeadModel
+  ),
+  # Pretrains as a causal LM with memory (data.objective='clm'), not on masked positions.
+  names.TRANSFORMER_XL: Family(
+    names.TRANSFORMER_XL,
+    TransformerXLEncoder,
+    TransformerXLLMHeadModel,
+    sentence_head=False,
+    causal_lm_model=TransformerXLLMHeadModel,
   ),
 }
 
