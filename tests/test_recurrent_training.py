@@ -1,6 +1,7 @@
 """Segment-level recurrence on the one trainer (data.objective='clm', Transformer-XL memory):
 resumed == uninterrupted with the memory in the checkpoint, sharded == unsharded and
-accumulated == one batch with non-empty memory, 2 processes == 1."""
+accumulated == one batch with non-empty memory (families transformer_xl and xlnet),
+2 processes == 1, eval at other memory lengths through the trainer's eval."""
 
 import importlib.util
 import pathlib
@@ -168,19 +169,29 @@ NO_DROPOUT = {"model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 
 
 @pytest.fixture(scope="module")
 def one_device(data):
-  return _two_steps(_config(**NO_DROPOUT, **{"mesh.data": 1}), jax.devices()[:1], data)[0]
+  """family -> its two steps on one device (computed once per family)."""
+  results = {}
+
+  def get(family):
+    if family not in results:
+      config = _config(**NO_DROPOUT, **{"mesh.data": 1, "model.family": family})
+      results[family] = _two_steps(config, jax.devices()[:1], data)[0]
+    return results[family]
+
+  return get
 
 
 @pytest.mark.parametrize(
-  "axes",
-  [{"mesh.data": 8}, {"mesh.data": 2, "mesh.tensor": 4}],
-  ids=["data8", "data2xtensor4"],
+  "family,axes",
+  [("transformer_xl", {"mesh.data": 8}), ("xlnet", {"mesh.data": 2, "mesh.tensor": 4})],
+  ids=["transformer_xl-data8", "xlnet-data2xtensor4"],
 )
-def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
-  (metrics, params, memory), specs = _two_steps(_config(**NO_DROPOUT, **axes), jax.devices(), data)
+def test_sharded_steps_with_memory_equal_one_device(one_device, data, family, axes):
+  config = _config(**NO_DROPOUT, **axes, **{"model.family": family})
+  (metrics, params, memory), specs = _two_steps(config, jax.devices(), data)
   # The memory is split over the data-parallel devices, never replicated whole.
   assert all(spec[0] == "data" for spec in specs), specs
-  metrics_1, params_1, memory_1 = one_device
+  metrics_1, params_1, memory_1 = one_device(family)
   for key in ("lm_loss", "lm_accuracy", "grad_norm"):
     np.testing.assert_allclose(metrics[key], metrics_1[key], rtol=2e-5, err_msg=key)
   close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)
@@ -191,11 +202,14 @@ def test_sharded_steps_with_memory_equal_one_device(one_device, data, axes):
 
 def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
   (metrics_a, params_a, memory_a), _ = _two_steps(
-    _config(**NO_DROPOUT, **{"mesh.data": 1, "gradient_accumulation_steps": 2}),
+    _config(
+      **NO_DROPOUT,
+      **{"mesh.data": 1, "model.family": "transformer_xl", "gradient_accumulation_steps": 2},
+    ),
     jax.devices()[:1],
     data,
   )
-  metrics_1, params_1, memory_1 = one_device
+  metrics_1, params_1, memory_1 = one_device("transformer_xl")
   np.testing.assert_allclose(metrics_a["lm_loss"], metrics_1["lm_loss"], rtol=1e-5)
   close = lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4)
   jax.tree.map(close, params_a, params_1)
