@@ -1,4 +1,5 @@
-"""Orbax checkpoints of the train state, the base rng and the data position.
+"""Orbax checkpoints of the train state (with a causal LM's memory), the base rng and the data
+position.
 
 Precedence when a run starts (the one place it is decided, see `loop.restore_or_initialize`):
 resume from ``<workdir>/checkpoints`` > ``init_from`` > from scratch.
@@ -14,6 +15,9 @@ from bert_jax.errors import UserInputError
 
 class Checkpointer:
   """Saves and restores `TrainState` + rng + data position under ``<workdir>/checkpoints``.
+
+  A causal LM's state (`state.RecurrentTrainState`) adds its segment memory, so a resumed run
+  continues every stream with the memory it had; other states hold exactly what they did.
 
   Saves are asynchronous: the train loop continues while arrays are written; a save never
   replaces an existing step, and only finished saves count as checkpoints.
