@@ -20,6 +20,7 @@ from bert_jax.tools import (
   convert,
   create_pretraining_data,
   embed,
+  memory_length,
   train_vocab,
 )
 from tests import finetune_fixtures, run_helpers
@@ -132,6 +133,8 @@ CASES = [
   ("clm_segments_do_not_fit", MAIN, lambda p: [XL_TINY, "--config.global_batch_size=65536"], "do not give 65536 rows one 32-token segment"),
   ("clm_records", MAIN, lambda p: [XL_TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "unset data.tfrecord_pattern"),
   ("clm_distillation", MAIN, lambda p: [XL_TINY, "--config.task=distillation"], "data.objective='clm' is a pretraining objective"),
+  ("memory_length_no_workdir", _with_name(memory_length.main), lambda p: [XL_TINY, "--eval_mem_lens=0,32"], "--config needs --workdir"),
+  ("memory_length_negative", _with_name(memory_length.main), lambda p: ["--mem_lens=-1", "--steps=1"], "memory lengths must be >= 0"),
   ("permutation_predicts_nothing", MAIN, lambda p: [XLNET_TINY, "--config.data.max_predictions_per_seq=0"], "data.max_predictions_per_seq is 0"),
   ("transformer_xl_not_causal", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl"], "is a causal LM"),
   ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.same_length=True"], "but model.mem_len=0"),
