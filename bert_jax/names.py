@@ -43,10 +43,17 @@ TASKS = (PRETRAINING,) + FINETUNING_TASKS + (DISTILLATION,)
 # Tasks that train on the pretraining data pipeline (its `data` section and masked positions).
 PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 
+# The causal LM objective (`data.objective`): Transformer-XL next-token prediction over
+# consecutive segments with memory (tasks/causal_lm.py), instead of masked sentence pairs.
+CLM = "clm"
+
 # Model families (`config.model.family`).
 BERT = "bert"
 ALBERT = "albert"
 DISTILBERT = "distilbert"
 ELECTRA = "electra"
 XLNET = "xlnet"
-FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET)
+TRANSFORMER_XL = "transformer_xl"
+FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL)
+# Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
+RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)

@@ -32,7 +32,8 @@ TENSORBOARD_DIR = "tensorboard"
 PROFILE_DIR = "profile"
 LOCK_FILE = "run.lock"
 PREDICTIONS_DIR = "predictions"
-# The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only).
+# The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only),
+# plus "memory" for a causal LM with segment memory (data.objective='clm', model.mem_len > 0).
 STATE_ITEM = "state"
 
 

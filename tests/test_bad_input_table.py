@@ -20,11 +20,14 @@ from bert_jax.tools import (
   convert,
   create_pretraining_data,
   embed,
+  memory_length,
   train_vocab,
 )
 from tests import finetune_fixtures, run_helpers
 
 TINY = f"--config={run_helpers.REPO}/configs/bert_tiny.py"
+XL_TINY = f"--config={run_helpers.REPO}/configs/transformer_xl_tiny.py"
+XLNET_TINY = f"--config={run_helpers.REPO}/configs/xlnet_tiny.py"
 # Keep jax's process-wide compilation cache settings alone (main would point them at a workdir).
 NO_CACHE = "--config.compilation_cache_dir="
 HAS_GENSIM = importlib.util.find_spec("gensim") is not None  # build_default_corpus needs it.
@@ -122,6 +125,20 @@ CASES = [
   ("zero_mesh", MAIN, lambda p: [TINY, "--config.mesh.data=0"], "mesh.data=0"),
   ("nan_eps", MAIN, lambda p: [TINY, "--config.optimizer.eps=nan"], "optimizer.eps=nan"),
   ("lease", MAIN, lambda p: [TINY, "--config.lock_lease_secs=0.0"], "lock_lease_secs=0.0"),
+  # Segment memory (data.objective='clm') and the permutation LM.
+  ("clm_negative_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.mem_len=-1"], "model.mem_len=-1 must be >= 0"),
+  ("clm_eval_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.eval_mem_len=-2"], "model.eval_mem_len=-2 must be >= -1"),
+  ("clm_family_without_memory", MAIN, lambda p: [TINY, "--config.data.objective=clm"], "needs a family with Transformer-XL memory (xlnet, transformer_xl)"),
+  ("clm_not_causal", MAIN, lambda p: [XL_TINY, "--config.model.causal=False"], "set model.causal=True"),
+  ("clm_segments_do_not_fit", MAIN, lambda p: [XL_TINY, "--config.global_batch_size=65536"], "do not give 65536 rows one 32-token segment"),
+  ("clm_records", MAIN, lambda p: [XL_TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "unset data.tfrecord_pattern"),
+  ("clm_distillation", MAIN, lambda p: [XL_TINY, "--config.task=distillation"], "data.objective='clm' is a pretraining objective"),
+  ("memory_length_no_workdir", _with_name(memory_length.main), lambda p: [XL_TINY, "--eval_mem_lens=0,32"], "--config needs --workdir"),
+  ("memory_length_negative", _with_name(memory_length.main), lambda p: ["--mem_lens=-1", "--steps=1"], "memory lengths must be >= 0"),
+  ("permutation_predicts_nothing", MAIN, lambda p: [XLNET_TINY, "--config.data.max_predictions_per_seq=0"], "data.max_predictions_per_seq is 0"),
+  ("transformer_xl_not_causal", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl"], "is a causal LM"),
+  ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.same_length=True"], "but model.mem_len=0"),
+  ("transformer_xl_masked_lm", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True"], "has no masked-LM pretraining"),
   # Workdirs.
   ("workdir_is_file", MAIN, lambda p: [TINY, f"--workdir={p['a_file']}"], "a_file"),
   ("workdir_unwritable", MAIN, lambda p: [TINY, "--workdir=/sys/kernel/bert_jax_run"], "/sys/kernel/bert_jax_run"),

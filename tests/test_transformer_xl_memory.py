@@ -46,6 +46,9 @@ def test_rows_get_consecutive_segments_per_host_and_resume_anywhere():
   np.testing.assert_array_equal(batch["label_weights"][1], [1, 1, 1, 1, 0])
   # The epoch wraps around; each of two processes gets its half of the rows, bit for bit.
   np.testing.assert_array_equal(steps[5]["input_ids"], steps[0]["input_ids"])
+  # ... under new document ids, so no row takes the end of its stream as memory of its start.
+  assert not set(steps[5]["document_ids"].ravel()) & set(steps[4]["document_ids"].ravel())
+  np.testing.assert_array_equal(steps[5]["document_ids"], steps[0]["document_ids"] + 3)
   halves = [stream.batch(3, p, 2) for p in range(2)]
   np.testing.assert_array_equal(
     np.concatenate([h["input_ids"] for h in halves]), stream.batch(3)["input_ids"]

@@ -6,6 +6,7 @@ Every key's default and description are declared here (`bert_jax.config_fields.o
 
 import dataclasses
 
+from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.data import default_corpus, masking, sentence_pairs, tfds_source
 from bert_jax.errors import UserInputError
@@ -76,7 +77,8 @@ class PretrainingDataConfig:
     paths = self.corpus_paths
     object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
     sentence_pairs.check_max_seq_length(self.max_seq_length)
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+    # The causal LM predicts every next token; the masked slots do not apply to it.
+    if self.objective != names.CLM and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise UserInputError(
         f"data.max_predictions_per_seq is {self.max_predictions_per_seq}; it must be in "
         f"[1, max_seq_length={self.max_seq_length}] (BERT: 20 at length 128, 80 at 512)"
@@ -99,10 +101,9 @@ class PretrainingDataConfig:
       raise UserInputError(
         f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
       )
-    if self.objective not in sentence_pairs.OBJECTIVES:
-      raise UserInputError(
-        f"data.objective is {self.objective!r}; choose one of {sentence_pairs.OBJECTIVES}"
-      )
+    objectives = sentence_pairs.OBJECTIVES + (names.CLM,)
+    if self.objective not in objectives:
+      raise UserInputError(f"data.objective is {self.objective!r}; choose one of {objectives}")
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
         f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "

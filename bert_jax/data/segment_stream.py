@@ -76,12 +76,16 @@ class SegmentStream:
       )
     local_rows = self.global_rows // process_count
     rows = np.arange(process_index * local_rows, (process_index + 1) * local_rows)
-    start = (step % self.segments_per_epoch) * self.segment_len
+    epoch, segment = divmod(step, self.segments_per_epoch)
+    start = segment * self.segment_len
     offsets_RL = (rows * self.row_len + start)[:, None] + np.arange(self.segment_len)[None, :]
     documents_RL = self.document_ids[offsets_RL]
+    # Odd epochs number their documents after the last one: a row that wraps around (or lies
+    # inside one long document) must not take the end of its stream as the memory of its start.
+    epoch_offset = np.int32(epoch % 2 * self.document_ids[-1])
     return {
       "input_ids": self.token_ids[offsets_RL],
-      "document_ids": documents_RL,
+      "document_ids": documents_RL + epoch_offset,
       "labels": self.token_ids[offsets_RL + 1],
       "label_weights": (self.document_ids[offsets_RL + 1] == documents_RL).astype(np.float32),
     }

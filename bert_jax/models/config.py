@@ -141,16 +141,38 @@ class ModelConfig:
   )
   mem_len: int = option(
     0,
-    help="xlnet: hidden states of earlier segments each layer attends to (Transformer-XL "
-    "memory); 0 = none",
+    help="xlnet, transformer_xl: hidden states of earlier segments each layer attends to "
+    "(Transformer-XL memory); 0 = none",
+  )
+  eval_mem_len: int = option(
+    -1,
+    help="xlnet, transformer_xl causal LM (data.objective='clm'): memory at evaluation, may "
+    "exceed mem_len (Transformer-XL evaluates with a longer one); -1 = mem_len, 0 = no memory",
   )
   clamp_len: int = option(
-    -1, help="xlnet: relative distances beyond this are clipped to it; -1 = no clipping"
+    -1,
+    help="xlnet, transformer_xl: relative distances beyond this are clipped to it; -1 = no "
+    "clipping",
+  )
+  same_length: bool = option(
+    False,
+    help="transformer_xl: every token attends to exactly mem_len keys (itself and the "
+    "mem_len - 1 before it), as HF TransfoXL's same_length; needs mem_len > 0",
+  )
+  untie_r: bool = option(
+    True,
+    help="transformer_xl: each layer has its own r_w_bias / r_r_bias (False: one pair shared "
+    "by all layers)",
+  )
+  pre_layer_norm: bool = option(
+    False,
+    help="transformer_xl: LayerNorm before attention and FFN (HF TransfoXL's pre_lnorm) "
+    "instead of after the residual",
   )
   causal: bool = option(
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
-    "LM; transformers' attn_type='uni')",
+    "LM; transformers' attn_type='uni'); transformer_xl: always True",
   )
   embedding_size: int = option(
     0,
@@ -212,10 +234,25 @@ class ModelConfig:
       raise UserInputError(
         f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
       )
-    if self.family == names.XLNET and (self.scan_layers or self.reversible):
+    if self.eval_mem_len < -1:
       raise UserInputError(
-        "model.family='xlnet' runs its own unscanned, non-reversible layers; set "
+        f"model.eval_mem_len={self.eval_mem_len} must be >= -1; use -1 for mem_len, 0 for no "
+        "memory at evaluation"
+      )
+    if self.family in names.RECURRENT_FAMILIES and (self.scan_layers or self.reversible):
+      raise UserInputError(
+        f"model.family={self.family!r} runs its own unscanned, non-reversible layers; set "
         "model.scan_layers=False and model.reversible=False"
+      )
+    if self.family == names.TRANSFORMER_XL and not self.causal:
+      raise UserInputError(
+        "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
+        "tokens and itself); set model.causal=True"
+      )
+    if self.same_length and self.mem_len <= 0:
+      raise UserInputError(
+        "model.same_length=True makes every token attend to mem_len keys, but model.mem_len="
+        f"{self.mem_len}; set model.mem_len > 0 or model.same_length=False"
       )
 
   @property

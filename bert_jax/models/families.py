@@ -15,7 +15,8 @@ from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
-from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining
+from bert_jax.models.transformer_xl import TransformerXLEncoder, TransformerXLLMHeadModel
+from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +33,17 @@ class Family:
       restores it from a pretraining checkpoint by that name.
     sentence_head: the pretraining model has the 2-way NSP / SOP head (``nsp_logits``);
       without it the family pretrains with ``data.objective="none"`` only.
+    causal_lm_model: module class of the Transformer-XL causal LM (``data.objective='clm'``),
+      built like ``pretraining_model`` and called on ``(input_ids_BL, token_type_ids_BL,
+      document_ids_BL, memory=[per-layer [B, N, D]], memory_ids_BN=[B, N])``; returns
+      ``logits``, the next ``memory`` and its ``memory_ids``. None: no segment memory.
   """
 
   name: str
   encoder: type[nn.Module]
   pretraining_model: type[nn.Module]
   sentence_head: bool = True
+  causal_lm_model: type[nn.Module] | None = None
 
 
 _FAMILIES = {
@@ -47,7 +53,17 @@ _FAMILIES = {
     names.DISTILBERT, DistilBertEncoder, DistilBertForMaskedLM, sentence_head=False
   ),
   names.ELECTRA: Family(names.ELECTRA, ElectraEncoder, ElectraForPreTraining, sentence_head=False),
-  names.XLNET: Family(names.XLNET, XLNetEncoder, XLNetForPreTraining),
+  names.XLNET: Family(
+    names.XLNET, XLNetEncoder, XLNetForPreTraining, causal_lm_model=XLNetLMHeadModel
+  ),
+  # Pretrains as a causal LM with memory (data.objective='clm'), not on masked positions.
+  names.TRANSFORMER_XL: Family(
+    names.TRANSFORMER_XL,
+    TransformerXLEncoder,
+    TransformerXLLMHeadModel,
+    sentence_head=False,
+    causal_lm_model=TransformerXLLMHeadModel,
+  ),
 }
 
 

@@ -181,6 +181,11 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingT
   """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
   del data
   family = families.get(model_config.family)
+  if model_config.family == names.TRANSFORMER_XL:
+    raise UserInputError(
+      "model.family='transformer_xl' is a causal LM with memory and has no masked-LM "
+      "pretraining; pretrain it with data.objective='clm', or use model.family='xlnet'"
+    )
   if data_config.objective != "none" and not family.sentence_head:
     raise UserInputError(
       f"model.family={family.name!r} has no sentence head for data.objective="

@@ -4,7 +4,9 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
 
   task             package (data object, objective)
   pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
-                   (bert_jax.tasks.electra_pretraining for model.family electra)
+                   (bert_jax.tasks.electra_pretraining for model.family electra;
+                   bert_jax.data.segment_batches, bert_jax.tasks.causal_lm for
+                   data.objective clm)
   distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
@@ -20,9 +22,9 @@ read from the train file).
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import default_corpus, pretraining_pipeline, tokenization
+from bert_jax.data import default_corpus, pretraining_pipeline, segment_batches, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import distillation, electra_pretraining, pretraining
+from bert_jax.tasks import causal_lm, distillation, electra_pretraining, pretraining
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
@@ -41,6 +43,8 @@ MAKE_PRETRAINING_TASK = {
 
 
 def _make_pretraining_task(model_config, data_config, data=None):
+  if data_config.objective == names.CLM:
+    return causal_lm.make_task(model_config, data_config, data)
   make = MAKE_PRETRAINING_TASK.get(model_config.family, pretraining.make_task)
   return make(model_config, data_config, data)
 
@@ -86,6 +90,13 @@ def make_data(settings):
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
+  if settings.trainer.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
+    causal_lm.make_task(settings.model, settings.data)  # Refuses a model without memory first.
+    return segment_batches.SegmentData(
+      settings.data,
+      model_vocab_size=settings.model.vocab_size,
+      global_batch_size=settings.trainer.global_batch_size,
+    )
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size

@@ -70,7 +70,11 @@ def main(argv):
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
     state = state_lib.init_state(
-      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
+      training.init_params,
+      training.optimizer,
+      jax.random.key(0),
+      training.state_shardings,
+      training.init_memory,  # A causal LM's step attends to a full memory, as in training.
     )
     host_batch = training.task.random_batch(batch_size)
     batch = sharding.host_batch_to_global(host_batch, mesh)

@@ -21,7 +21,11 @@ Arrays in the .npz (N lines, L the longest example, K = len(--layers), D the hid
                    tokens ([CLS] and [SEP] included).
   attention        with --attention: [N, num_layers, heads, L, L] float32 softmax weights;
                    row q is token q's attention over the keys (it sums to 1 over the
-                   example's tokens); rows past the end are 0.
+                   example's tokens); rows past the end are 0 (not for xlnet, transformer_xl).
+  documents        with --memory_across_lines: [N] int32 document of each example.
+
+xlnet and transformer_xl (`embed_recurrent.py`) can carry their memory across the lines of a
+document (--memory_across_lines); transformer_xl examples are a line's tokens alone.
 """
 
 import dataclasses
@@ -34,6 +38,7 @@ import numpy as np
 from absl import flags
 from etils import epath
 
+from bert_jax import names
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
@@ -42,56 +47,12 @@ from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.interop import weight_table
-from bert_jax.tools import cli, workdir_params
+from bert_jax.tools import cli, embed_examples, embed_recurrent, workdir_params
+from bert_jax.tools.embed_examples import Features
 
-PAIR_SEPARATOR = "|||"
 POOLINGS = ("none", "cls", "mean")
 # Kinds that approximate dense attention; every other kind is run as "dense" (same function).
 _APPROXIMATE_ATTENTION = ("lsh", "local")
-
-
-@dataclasses.dataclass(frozen=True)
-class Features:
-  """Token ids of the examples, padded to the longest one."""
-
-  input_ids: np.ndarray  # [N, L] int32.
-  token_type_ids: np.ndarray  # [N, L] int32.
-  lengths: np.ndarray  # [N] int32.
-
-
-def _truncate(ids_a, ids_b, budget: int):
-  """Drops tokens from the end of the longer segment until both fit ``budget`` together."""
-  ids_a, ids_b = list(ids_a), list(ids_b)
-  while len(ids_a) + len(ids_b) > budget:
-    (ids_a if len(ids_a) > len(ids_b) else ids_b).pop()
-  return ids_a, ids_b
-
-
-def featurize(lines, tokenizer, max_seq_length: int) -> Features:
-  """[CLS] a [SEP] (b [SEP]) token ids of each line (``a ||| b`` for pairs), padded with 0.
-
-  Args:
-    lines: the examples, one string each.
-    tokenizer: a tokenizer of `bert_jax.data.tokenization`.
-    max_seq_length: at most this many tokens per example, special tokens included (>= 3).
-  """
-  parts = [line.split(PAIR_SEPARATOR, 1) for line in lines]
-  ids_a = tokenizer.encode_batch([p[0].strip() for p in parts])
-  ids_b = tokenizer.encode_batch([p[1].strip() if len(p) > 1 else "" for p in parts])
-  special = tokenizer.special_ids
-  rows = []
-  for a, b, part in zip(ids_a, ids_b, parts):
-    is_pair = len(part) > 1
-    a, b = _truncate(a, b if is_pair else [], max_seq_length - (3 if is_pair else 2))
-    ids = [special.cls, *a, special.sep] + ([*b, special.sep] if is_pair else [])
-    rows.append((ids, [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)))
-  lengths = np.array([len(ids) for ids, _ in rows], np.int32)
-  input_ids = np.zeros((len(rows), int(lengths.max())), np.int32)
-  token_type_ids = np.zeros_like(input_ids)
-  for i, (ids, types) in enumerate(rows):
-    input_ids[i, : len(ids)] = ids
-    token_type_ids[i, : len(types)] = types
-  return Features(input_ids=input_ids, token_type_ids=token_type_ids, lengths=lengths)
 
 
 # The modules whose outputs are hidden states: the embeddings (ALBERT: their projection to H),
@@ -182,17 +143,22 @@ def embed_features(
   pooling: str = "none",
   with_attention: bool = False,
   batch_size: int = 32,
+  documents=None,
+  mem_len: int = 0,
 ) -> dict:
   """Runs the encoder over ``features`` in batches; returns the .npz arrays (see module doc).
 
   Args:
     params: the ``bert`` params of the run (unscanned layout), numpy or jax arrays.
     model: its model config.
-    features: from `featurize`.
+    features: from `embed_examples.examples`.
     layers: hidden-state indices from `resolve_layers`.
     pooling: "none", "cls" or "mean".
     with_attention: also return the attention weights of every layer.
     batch_size: examples per model call.
+    documents: xlnet, transformer_xl: [N] document of each example, to carry the memory
+      across a document's lines (`embed_recurrent`); None embeds each example alone.
+    mem_len: memory positions with ``documents`` (0 = the model's ``mem_len``).
   """
   if model.reversible:
     raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
@@ -202,6 +168,12 @@ def embed_features(
       f"--attention needs dense attention; this run's attention_kind is "
       f"{model.attention_kind!r}, which forms no full attention matrix"
     )
+  if model.family in names.RECURRENT_FAMILIES:
+    embed_recurrent.check_options(model, pooling, with_attention)
+    hidden_NKLD = embed_recurrent.hidden_states(
+      params, model, features, layers, batch_size, documents, mem_len
+    )
+    return _arrays(features, layers, pooling, hidden_NKLD)
   model = dataclasses.replace(
     model,
     scan_layers=False,
@@ -233,23 +205,29 @@ def embed_features(
         )
       )
     )
-  hidden_NKLD = np.concatenate([b["hidden"] for b in batches])[:count]
+  arrays = _arrays(
+    features, layers, pooling, np.concatenate([b["hidden"] for b in batches])[:count]
+  )
+  if with_attention:
+    arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
+  return arrays
+
+
+def _arrays(features: Features, layers: tuple, pooling: str, hidden_NKLD) -> dict:
+  """The .npz arrays of the module docstring, but tokens and attention."""
   if pooling == "cls":
     embeddings = hidden_NKLD[:, :, 0]
   elif pooling == "mean":
     embeddings = hidden_NKLD.sum(axis=2) / features.lengths[:, None, None].astype(np.float32)
   else:
     embeddings = hidden_NKLD
-  arrays = {
+  return {
     "layers": np.array(layers, np.int32),
     "lengths": features.lengths,
     "input_ids": features.input_ids,
     "token_type_ids": features.token_type_ids,
     "embeddings": embeddings,
   }
-  if with_attention:
-    arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
-  return arrays
 
 
 def _define_flags(flag_values: flags.FlagValues):
@@ -282,6 +260,16 @@ def _define_flags(flag_values: flags.FlagValues):
     **define,
   )
   flags.DEFINE_integer("batch_size", 32, "Examples per model call.", **define)
+  flags.DEFINE_boolean(
+    "memory_across_lines",
+    False,
+    "xlnet, transformer_xl: each line attends to the memory of the lines before it in its "
+    "document (blank lines separate documents and are not examples).",
+    **define,
+  )
+  flags.DEFINE_integer(
+    "mem_len", 0, "Memory positions with --memory_across_lines; 0 = the run's.", **define
+  )
 
 
 def _tokenizer(values, run: workdir_params.Run):
@@ -326,7 +314,9 @@ def _embed(values: flags.FlagValues):
       f"{max_positions}] (the model's max_position_embeddings)"
     )
   tokenizer = _tokenizer(values, run)
-  features = featurize(lines, tokenizer, max_seq_length)
+  features, documents = embed_examples.examples(
+    lines, tokenizer, max_seq_length, run.model.family, values["memory_across_lines"].value
+  )
   params = weight_table.unscanned(run.params, run.model)["bert"]
   arrays = embed_features(
     params,
@@ -336,7 +326,11 @@ def _embed(values: flags.FlagValues):
     pooling=values["pooling"].value,
     with_attention=values["attention"].value,
     batch_size=values["batch_size"].value,
+    documents=documents,
+    mem_len=values["mem_len"].value,
   )
+  if documents is not None:
+    arrays["documents"] = documents
   tokens = [
     tokenizer.convert_ids_to_tokens(ids[:n]) for ids, n in zip(features.input_ids, features.lengths)
   ]

@@ -2,6 +2,17 @@
 
   python -m bert_jax.tools.memory_length --mem_lens=0,16,32 --segment_len=16 --steps=800
 
+  python -m bert_jax.tools.memory_length --config=configs/transformer_xl_tiny.py \
+      --workdir=/tmp/transformer_xl_tiny --eval_mem_lens=0,32,64
+
+With ``--config`` (a ``data.objective='clm'`` config) the run goes through the real trainer:
+`train_and_evaluate` trains it in ``--workdir`` (or resumes / finds it finished), then the
+trainer's eval re-reads the held-out streams of its last checkpoint once per
+``--eval_mem_lens`` entry (`train/memory_eval.py`). One JSON line: {"config", "steps",
+"mem_len", "segment_len", "held_out_loss": {eval memory length: nats per token},
+"perplexity": {...}, "seconds"}.
+
+Without ``--config``, a standalone byte-level experiment:
 For each ``mem_len`` a causal xlnet-family LM (model.causal, L=2, H=64) is trained from the same
 seed on the bytes of the embedded corpus, every batch row a stream of consecutive segments
 (`data/segment_stream.py`) with the memory carried from one segment to the next and reset at
@@ -15,6 +26,7 @@ first bytes can only be predicted from the previous segment's.
 import dataclasses
 import functools
 import json
+import sys
 import time
 
 import jax
@@ -22,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from absl import flags
+from ml_collections import config_flags
 
 from bert_jax import names
 from bert_jax.data import default_corpus, text_corpus
@@ -31,6 +44,9 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.xlnet import XLNetLMHeadModel
 from bert_jax.tools import cli
+from bert_jax.train import memory_eval
+from bert_jax.train.loop import train_and_evaluate
+from bert_jax.train.settings import settings_from_config
 
 BYTE_LM = ModelConfig(
   family=names.XLNET,
@@ -124,8 +140,20 @@ def held_out_loss(
   return float(np.mean(losses))
 
 
-def _define_flags(values: flags.FlagValues):
+def _define_flags(values: flags.FlagValues, argv):
   define = {"flag_values": values}
+  config_flags.DEFINE_config_file(
+    "config",
+    None,
+    "A data.objective='clm' config: train it with the trainer.",
+    **define,
+    lock_config=True,
+    sys_argv=argv,
+  )
+  flags.DEFINE_string("workdir", None, "With --config: the run's workdir.", **define)
+  flags.DEFINE_list(
+    "eval_mem_lens", ["0"], "With --config: eval memory lengths (0 = none).", **define
+  )
   flags.DEFINE_list("mem_lens", ["0", "16"], "Training memory lengths to compare.", **define)
   flags.DEFINE_integer(
     "eval_mem_len", None, "Memory at evaluation (default: training's).", **define
@@ -135,7 +163,31 @@ def _define_flags(values: flags.FlagValues):
   flags.DEFINE_integer("rows", 8, "Batch rows (streams).", **define)
 
 
+def _run_config(values: flags.FlagValues):
+  """The --config mode: train with the trainer, then evaluate at each memory length."""
+  if not values.workdir:
+    raise UserInputError("--config needs --workdir (where the run trains or already is)")
+  start = time.perf_counter()
+  settings = settings_from_config(values.config, values.workdir)
+  train_and_evaluate(values.config, values.workdir)
+  results = memory_eval.held_out_metrics(
+    settings, values.workdir, [int(m) for m in values.eval_mem_lens]
+  )
+  record = {
+    "config": config_flags.get_config_filename(values["config"]),
+    "steps": settings.trainer.num_train_steps,
+    "mem_len": settings.model.mem_len,
+    "segment_len": settings.data.max_seq_length,
+    "held_out_loss": {str(m): round(r["loss"], 4) for m, r in results.items()},
+    "perplexity": {str(m): round(r["perplexity"], 2) for m, r in results.items()},
+    "seconds": round(time.perf_counter() - start, 1),
+  }
+  print(json.dumps(record), flush=True)
+
+
 def _run(values: flags.FlagValues):
+  if values.config is not None:
+    return _run_config(values)
   for mem_len in (int(m) for m in values.mem_lens):
     start = time.perf_counter()
     loss = held_out_loss(
@@ -158,7 +210,8 @@ def _run(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return cli.run(__doc__, _define_flags, _run, argv)
+  argv = sys.argv if argv is None else list(argv)
+  return cli.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Orbax checkpoints of the train state, the base rng and the data position.
+"""Orbax checkpoints of the train state (with a causal LM's memory), the base rng and the data
+position.
 
 Precedence when a run starts (the one place it is decided, see `loop.restore_or_initialize`):
 resume from ``<workdir>/checkpoints`` > ``init_from`` > from scratch.
@@ -14,6 +15,9 @@ from bert_jax.errors import UserInputError
 
 class Checkpointer:
   """Saves and restores `TrainState` + rng + data position under ``<workdir>/checkpoints``.
+
+  A causal LM's state (`state.RecurrentTrainState`) adds its segment memory, so a resumed run
+  continues every stream with the memory it had; other states hold exactly what they did.
 
   Saves are asynchronous: the train loop continues while arrays are written; a save never
   replaces an existing step, and only finished saves count as checkpoints.
@@ -75,6 +79,12 @@ class Checkpointer:
       raise UserInputError(
         f"{where} holds parameters only (converted weights), not a run to resume; pass "
         f"--config.init_from={self.directory.parent} and a new --workdir"
+      )
+    if hasattr(abstract_state, "memory") != ("memory" in stored_state):
+      has, lacks = ("lacks", "needs") if hasattr(abstract_state, "memory") else ("holds", "has not")
+      raise UserInputError(
+        f"{where} {has} the segment memory this run {lacks} (data.objective='clm' with "
+        "model.mem_len > 0 carries one): use a new --workdir or the config that wrote it"
       )
     stored = _shapes_by_path(stored_state["params"])
     wanted = _shapes_by_path(abstract_state.params)

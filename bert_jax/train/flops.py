@@ -79,16 +79,19 @@ def _electra_train_flops(config, batch_size: int, seq_len: int, predictions_per_
 def train_flops_for_batch(config: ModelConfig, example_batch) -> float:
   """`train_flops_per_step` for a task's global batch, read off its schema.
 
-  Every row of ``input_ids`` [..., L] is one encoded sequence (multiple choice encodes
-  [B, C, L]: B*C of them); masked-LM positions count only where the batch has them. Fine-tuning
-  heads (one small dense layer) are counted as the pooler-sized term.
+    Every row of ``input_ids`` [..., L] is one encoded sequence (multiple choice encodes
+    [B, C, L]: B*C of them); masked-LM positions count only where the batch has them (every
+  position for the causal LM). Fine-tuning
+    heads (one small dense layer) are counted as the pooler-sized term.
 
-  Args:
-    config: the model configuration.
-    example_batch: the task's ``example_batch(global_batch_size)`` (numpy arrays).
+    Args:
+      config: the model configuration.
+      example_batch: the task's ``example_batch(global_batch_size)`` (numpy arrays).
   """
   input_ids = example_batch["input_ids"]
   positions = example_batch.get("masked_lm_positions")
+  if positions is None and "document_ids" in example_batch:
+    positions = input_ids  # A causal LM (data.objective='clm') predicts at every position.
   return train_flops_per_step(
     config,
     math.prod(input_ids.shape[:-1]),

@@ -87,11 +87,21 @@ def _batches(data, settings, split, start_position=0):
   )
 
 
-def evaluate(eval_fn, params, eval_batches, mesh, rng, task):
-  """Metrics of the deterministic model over the whole (finite) eval split."""
+def evaluate(eval_fn, params, eval_batches, mesh, rng, task, init_memory=None):
+  """Metrics of the deterministic model over the whole (finite) eval split.
+
+  With ``init_memory`` (a model with segment memory) ``eval_fn`` also takes and returns the
+  memory, which starts empty and follows the eval streams from batch to batch.
+  """
   totals = None
+  memory = None if init_memory is None else init_memory()
   for host_batch in eval_batches:
-    sums = jax.device_get(eval_fn(params, sharding.host_batch_to_global(host_batch, mesh), rng))
+    batch = sharding.host_batch_to_global(host_batch, mesh)
+    if memory is None:
+      sums = eval_fn(params, batch, rng)
+    else:
+      sums, memory = eval_fn(params, batch, memory, rng)
+    sums = jax.device_get(sums)
     totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
   if totals is None:
     raise UserInputError("the eval split is empty; add text or lower data.eval_fraction")
@@ -205,6 +215,7 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
       trainer.init_from,
       settings.model,
       init_overlay=training.init_overlay,
+      init_memory=training.init_memory,
     )
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
@@ -274,7 +285,13 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
         eval_batches = _batches(data, settings, "eval")
         if training.predict_step is None:
           eval_metrics = evaluate(
-            training.eval_step, state.params, eval_batches, mesh, eval_rng, task
+            training.eval_step,
+            state.params,
+            eval_batches,
+            mesh,
+            eval_rng,
+            task,
+            training.init_eval_memory,
           )
         else:
           eval_metrics, files = evaluate_predictions(

@@ -77,6 +77,7 @@ def restore_or_initialize(
   init_from: str = "",
   model_config: ModelConfig | None = None,
   init_overlay=None,
+  init_memory=None,
 ):
   """Returns (state, rng, data position), by this precedence, decided here only.
 
@@ -87,6 +88,9 @@ def restore_or_initialize(
      ``model_config`` lets its errors name the model keys to change).
   3. A fresh state from ``seed``, its params passed through ``init_overlay`` when given
      (distillation: the student from every other teacher layer).
+
+  A model with segment memory (``init_memory``, see `state.RecurrentTrainState`) resumes with
+  its checkpointed memory and starts with an empty one otherwise (init_from included).
   """
   param_rng, dropout_rng = jax.random.split(jax.random.key(seed))
   rng = jax.device_put(dropout_rng, rng_sharding)
@@ -97,7 +101,7 @@ def restore_or_initialize(
   source = (
     init_from_lib.check_fits(init_from, abstract_state.params, model_config) if init_from else None
   )
-  state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings)
+  state = state_lib.init_state(init_params, optimizer, param_rng, state_shardings, init_memory)
   if source:
     params = init_from_lib.overlay_params(state.params, source, abstract_state.params)
     # The optimizer state starts fresh; rebuild it for the restored params.

@@ -160,11 +160,17 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
     )
   if (
     trainer.task in names.PRETRAINING_DATA_TASKS
+    and data.objective != names.CLM
     and data.max_predictions_per_seq > data.max_seq_length
   ):
     raise UserInputError(
       f"data.max_predictions_per_seq={data.max_predictions_per_seq} exceeds "
       f"data.max_seq_length={data.max_seq_length}"
+    )
+  if getattr(data, "objective", None) == names.CLM and trainer.task != names.PRETRAINING:
+    raise UserInputError(
+      f"data.objective='clm' is a pretraining objective; task={trainer.task!r} cannot train "
+      "it: set task='pretraining' or another data.objective"
     )
   if trainer.global_batch_size % trainer.gradient_accumulation_steps:
     raise UserInputError(

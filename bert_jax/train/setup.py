@@ -5,6 +5,7 @@
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax import names
+from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
 from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train import state as state_lib
@@ -32,15 +34,23 @@ class Training:
   abstract_state: Any
   state_shardings: Any
   train_step: Callable  # (state, batch, rng) -> (state, metric sums), jitted.
-  eval_step: Callable  # (params, batch, rng) -> metric sums, jitted.
+  # (params, batch, rng) -> metric sums, jitted; with ``init_eval_memory``: (params, batch,
+  # memory, rng) -> (metric sums, next memory).
+  eval_step: Callable
   # (params, batch, rng) -> (metric sums, per-row predictions + row_id), jitted; None for
   # tasks without `predictions` (pretraining).
   predict_step: Callable | None = None
   # params -> params, applied to a fresh state below resume and init_from (distillation: the
   # student from the teacher's layers, `train/teacher.py`); None = keep the random init.
   init_overlay: Callable | None = None
-  # JSON-able facts every checkpoint records and a resume must match (the teacher's identity).
+  # JSON-able facts every checkpoint records and a resume must match (the teacher's identity,
+  # a causal LM's rows and segment length).
   checkpoint_record: dict | None = None
+  # () -> the train state's empty memory (boxed), for models with segment memory; else None.
+  init_memory: Callable | None = None
+  # () -> a fresh, sharded eval memory (eval reads its streams from their start); None when
+  # evaluation runs without memory.
+  init_eval_memory: Callable | None = None
 
 
 def make_task(settings: RunSettings, data=None):
@@ -91,13 +101,26 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
     return task.model(deterministic=True).init({"params": rng, "hashing": rng}, *inputs)["params"]
 
   rules = settings.mesh.logical_axis_rules
+  init_memory = _memory_init(task, trainer.global_batch_size, "mem_len")
   abstract_state, state_shardings = state_lib.abstract_state_and_shardings(
-    init_params, optimizer, mesh, rules
+    init_params, optimizer, mesh, rules, init_memory
   )
   train_step = step_lib.jit_train_step(
     task, optimizer, schedule, trainer.gradient_accumulation_steps, mesh, state_shardings, example
   )
   eval_step = step_lib.jit_eval_step(task, mesh, state_shardings.params, example)
+  init_eval_memory = None
+  init_boxed_eval_memory = _memory_init(task, trainer.global_batch_size, "eval_mem_len")
+  if init_boxed_eval_memory is not None:
+    memory_shardings = sharding.logical_shardings(
+      jax.eval_shape(init_boxed_eval_memory), mesh, rules
+    )
+    init_eval_memory = jax.jit(
+      lambda: nn.unbox(init_boxed_eval_memory()), out_shardings=memory_shardings
+    )
+    eval_step = step_lib.jit_recurrent_eval_step(
+      task, mesh, state_shardings.params, memory_shardings, example
+    )
   predict_step = (
     step_lib.jit_predict_step(task, mesh, state_shardings.params, example)
     if hasattr(task, "predictions")
@@ -112,10 +135,29 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
     train_step=train_step,
     eval_step=eval_step,
     predict_step=predict_step,
+    checkpoint_record=_recurrence_record(task, trainer.global_batch_size),
+    init_memory=init_memory,
+    init_eval_memory=init_eval_memory,
   )
   if trainer.task == names.DISTILLATION:
     return teacher_lib.attach(training, settings, mesh)
   return training
+
+
+def _memory_init(task, batch_size: int, length_attribute: str):
+  """() -> ``task``'s boxed empty memory of ``task.<length_attribute>`` positions, or None for
+  a task without memory or a length of 0 (no recurrence)."""
+  mem_len = getattr(task, length_attribute, 0)
+  if not mem_len:
+    return None
+  return functools.partial(task.init_memory, batch_size, mem_len)
+
+
+def _recurrence_record(task, batch_size: int):
+  """What a causal LM's checkpoint must be resumed with: its streams (rows) and segments."""
+  if not hasattr(task, "init_memory"):
+    return None
+  return {"clm_rows": batch_size, "clm_segment_len": task.segment_len}
 
 
 @contextlib.contextmanager

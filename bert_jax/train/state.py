@@ -20,12 +20,29 @@ class TrainState(flax.struct.PyTreeNode):
   opt_state: Any
 
 
-def _boxed_state(init_params: Callable[[jax.Array], Any], optimizer, rng) -> TrainState:
+class RecurrentTrainState(TrainState):
+  """The train state of a model with segment memory (Transformer-XL / XLNet causal LM).
+
+  ``memory`` is what the next step attends to besides its own segment: ``{"hidden": one
+  [B, mem_len, D] array per layer, "ids": [B, mem_len] document ids}``, sharded like the
+  activations (batch over the data-parallel axes). Models without memory keep `TrainState`,
+  so their checkpoints hold exactly what they held before.
+  """
+
+  memory: Any
+
+
+def _boxed_state(init_params: Callable[[jax.Array], Any], optimizer, rng, init_memory=None):
   params = init_params(rng)
-  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
+  fields = dict(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
+  if init_memory is None:
+    return TrainState(**fields)
+  return RecurrentTrainState(**fields, memory=init_memory())
 
 
-def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransformation, mesh, rules):
+def abstract_state_and_shardings(
+  init_params, optimizer: optax.GradientTransformation, mesh, rules, init_memory=None
+):
   """Shapes and shardings of the train state, from `jax.eval_shape` alone.
 
   Args:
@@ -33,13 +50,17 @@ def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransform
     optimizer: the optax transformation (its state inherits the params' logical axes).
     mesh: the device mesh.
     rules: logical axis rules.
+    init_memory: () -> the first segment's memory with logical-axis boxes; None = a model
+      without memory (a plain `TrainState`).
 
   Returns:
     (abstract unboxed `TrainState` with shardings attached, tree of `NamedSharding`s).
   """
   # The key is made inside the trace: nothing runs eagerly, so this also works on a mesh of
   # devices that can only be compiled for (TPU topologies on a CPU host, tools/aot_compile.py).
-  boxed = jax.eval_shape(lambda: _boxed_state(init_params, optimizer, jax.random.key(0)))
+  boxed = jax.eval_shape(
+    lambda: _boxed_state(init_params, optimizer, jax.random.key(0), init_memory)
+  )
   shardings = sharding.logical_shardings(boxed, mesh, rules)
   abstract = jax.tree.map(
     lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
@@ -49,10 +70,11 @@ def abstract_state_and_shardings(init_params, optimizer: optax.GradientTransform
   return abstract, shardings
 
 
-def init_state(init_params, optimizer, rng, shardings) -> TrainState:
-  """Initialises the train state directly into its shardings with one jitted call."""
+def init_state(init_params, optimizer, rng, shardings, init_memory=None) -> TrainState:
+  """Initialises the train state directly into its shardings with one jitted call (with the
+  empty memory of ``init_memory`` when given, see `abstract_state_and_shardings`)."""
 
   def init(key):
-    return nn.unbox(_boxed_state(init_params, optimizer, key))
+    return nn.unbox(_boxed_state(init_params, optimizer, key, init_memory))
 
   return jax.jit(init, out_shardings=shardings)(rng)

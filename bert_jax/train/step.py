@@ -37,6 +37,16 @@ def _split_microbatches(batch, accumulation_steps: int):
   return jax.tree.map(split, batch)
 
 
+def _join_microbatches(tree):
+  """The inverse of `_split_microbatches`: [A, B/A, ...] -> [B, ...] in the original row order."""
+
+  def join(x):
+    x = jnp.swapaxes(x, 0, 1)
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+  return jax.tree.map(join, tree)
+
+
 def train_step(
   state: TrainState,
   batch,
@@ -65,37 +75,52 @@ def train_step(
   model = task.model(deterministic=False)
   denominators = task.denominators(batch)
   step_rng = jax.random.fold_in(rng, state.step)
+  # Segment-level recurrence: the memory the previous step left (None for other models).
+  memory = getattr(state, "memory", None)
 
-  def loss_fn(params, micro_batch, micro_rng):
+  def loss_fn(params, micro_batch, micro_memory, micro_rng):
+    extra = {} if micro_memory is None else task.memory_inputs(micro_memory)
     outputs = model.apply(
-      {"params": params}, *task.model_inputs(micro_batch), rngs=_rngs(micro_rng)
+      {"params": params}, *task.model_inputs(micro_batch), **extra, rngs=_rngs(micro_rng)
     )
-    return task.loss_and_sums(outputs, micro_batch, denominators)
+    loss, sums = task.loss_and_sums(outputs, micro_batch, denominators)
+    new_memory = None if micro_memory is None else task.next_memory(outputs, micro_memory)
+    return loss, (sums, new_memory)
 
-  def loss_sums_grads(params, micro_batch, micro_rng):
-    (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, micro_batch, micro_rng)
-    return loss, sums, grads
+  def loss_sums_grads(params, micro_batch, micro_memory, micro_rng):
+    (loss, (sums, new_memory)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+      params, micro_batch, micro_memory, micro_rng
+    )
+    return (loss, sums, grads), new_memory
 
   if accumulation_steps == 1:
-    loss, sums, grads = loss_sums_grads(state.params, batch, step_rng)
+    (loss, sums, grads), memory = loss_sums_grads(state.params, batch, memory, step_rng)
   else:
-    micro_batches = _split_microbatches(batch, accumulation_steps)
+    # Each micro-batch's rows carry their own rows' memory, split the same way.
+    micro_batches, micro_memories = _split_microbatches((batch, memory), accumulation_steps)
     micro_rngs = jax.random.split(step_rng, accumulation_steps)
 
     def accumulate(carry, inputs):
-      return jax.tree.map(jnp.add, carry, loss_sums_grads(state.params, *inputs)), None
+      totals, new_memory = loss_sums_grads(state.params, *inputs)
+      return jax.tree.map(jnp.add, carry, totals), new_memory
 
-    first = jax.tree.map(lambda x: x[0], (micro_batches, micro_rngs))
+    first = jax.tree.map(lambda x: x[0], (micro_batches, micro_memories, micro_rngs))
     zeros = jax.tree.map(
-      lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(loss_sums_grads, state.params, *first)
+      lambda s: jnp.zeros(s.shape, s.dtype),
+      jax.eval_shape(loss_sums_grads, state.params, *first)[0],
     )
-    (loss, sums, grads), _ = jax.lax.scan(accumulate, zeros, (micro_batches, micro_rngs))
+    (loss, sums, grads), micro_memories = jax.lax.scan(
+      accumulate, zeros, (micro_batches, micro_memories, micro_rngs)
+    )
+    memory = _join_microbatches(micro_memories)
 
   grad_norm = optax.tree.norm(grads)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   new_state = state.replace(
     step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state
   )
+  if memory is not None:
+    new_state = new_state.replace(memory=memory)
   metrics = dict(
     sums,
     grad_norm=grad_norm,
@@ -111,6 +136,19 @@ def eval_step(params, batch, rng, *, task):
   outputs = model.apply({"params": params}, *task.model_inputs(batch), rngs=_rngs(rng))
   _, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
   return sums
+
+
+def recurrent_eval_step(params, batch, memory, rng, *, task):
+  """`eval_step` with segment memory: (metric sums, the memory for the next segment).
+
+  The model keeps ``task.eval_mem_len`` positions, the length of ``memory``.
+  """
+  model = task.model(deterministic=True, mem_len=task.eval_mem_len)
+  outputs = model.apply(
+    {"params": params}, *task.model_inputs(batch), **task.memory_inputs(memory), rngs=_rngs(rng)
+  )
+  _, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
+  return sums, task.next_memory(outputs, memory)
 
 
 def predict_step(params, batch, rng, *, task):
@@ -148,6 +186,18 @@ def jit_eval_step(task, mesh, params_shardings, batch_example):
     functools.partial(eval_step, task=task),
     in_shardings=(params_shardings, batch_shardings, sharding.replicated(mesh)),
     out_shardings=sharding.replicated(mesh),
+  )
+
+
+def jit_recurrent_eval_step(task, mesh, params_shardings, memory_shardings, batch_example):
+  """`recurrent_eval_step` jitted; the memory stays sharded like the batch, the memory it
+  reads is donated to the one it returns."""
+  batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
+  return jax.jit(
+    functools.partial(recurrent_eval_step, task=task),
+    in_shardings=(params_shardings, batch_shardings, memory_shardings, sharding.replicated(mesh)),
+    out_shardings=(sharding.replicated(mesh), memory_shardings),
+    donate_argnums=2,
   )
 
 

@@ -15,6 +15,7 @@ from bert_jax.models.interop import (
   hf_config,
   hf_distilbert,
   hf_weights,
+  transformer_xl_weights,
   xlnet_weights,
 )
 
@@ -96,6 +97,17 @@ _FORMATS = (
     xlnet_weights.params_from_hf,
     xlnet_weights.hf_from_params,
     xlnet_weights.architecture,
+  ),
+  HfFormat(
+    names.TRANSFORMER_XL,
+    transformer_xl_weights.MODEL_TYPE,
+    "Transformer-XL",
+    transformer_xl_weights.model_config,
+    transformer_xl_weights.config_json,
+    transformer_xl_weights.rows,
+    transformer_xl_weights.params_from_hf,
+    transformer_xl_weights.hf_from_params,
+    transformer_xl_weights.architecture,
   ),
 )
 

@@ -1,0 +1,238 @@
+"""Hugging Face Transformer-XL (``TransfoXLModel`` / ``TransfoXLLMHeadModel``, model_type
+"transfo-xl") <-> bert_jax's transformer_xl family: the config keys and the weight table.
+
+Only the one-cluster case converts: ``cutoffs=[]`` and ``div_val=1`` (no adaptive input or
+softmax); an adaptive checkpoint is refused in one line. PyTorch Linear weights are [out, in],
+so every projection is transposed; ``qkv_net`` is bert_jax's fused [d_model, 3 * heads,
+head_dim] kernel. transformers keeps tied tensors under several names: the LM table
+``crit.out_layers.0.weight`` is the word table, and without ``untie_r`` every layer's
+``r_w_bias`` / ``r_r_bias`` is the trunk's. Imports check that the copies agree; exports write
+them all (and the sinusoid buffer ``pos_emb.inv_freq``), so transformers loads with no key
+missing.
+"""
+
+import dataclasses
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.transformer_xl import TransformerXLLMHeadModel
+
+MODEL_TYPE = "transfo-xl"
+_PREFIX = "transformer."
+_WORD_TABLE = "transformer.word_emb.emb_layers.0.weight"
+_TIED_TABLE = "crit.out_layers.0.weight"
+_INV_FREQ = "transformer.pos_emb.inv_freq"
+# (bert_jax model key, TransfoXLConfig key, required).
+_KEYS = (
+  ("vocab_size", "vocab_size", True),
+  ("hidden_size", "d_model", True),
+  ("num_layers", "n_layer", True),
+  ("num_heads", "n_head", True),
+  ("intermediate_size", "d_inner", True),
+  ("embedding_size", "d_embed", False),
+  ("hidden_dropout_rate", "dropout", False),
+  ("attention_dropout_rate", "dropatt", False),
+  ("initializer_range", "init_std", False),
+  ("layer_norm_eps", "layer_norm_epsilon", False),
+  ("mem_len", "mem_len", False),
+  ("clamp_len", "clamp_len", False),
+  ("same_length", "same_length", False),
+  ("untie_r", "untie_r", False),
+  ("pre_layer_norm", "pre_lnorm", False),
+)
+# Settings of TransfoXLConfig whose other values compute something bert_jax does not, with
+# the fix each refusal names.
+_FIXED = {
+  "cutoffs": ([], "an adaptive softmax / input (cutoffs non-empty)"),
+  "div_val": (1, "adaptive embedding widths (div_val != 1)"),
+  "attn_type": (0, "absolute or learnable positions (attn_type != 0)"),
+  "sample_softmax": (-1, "a sampled softmax (sample_softmax > 0)"),
+  "tie_word_embeddings": (True, "an LM table untied from the word table"),
+}
+_LAYER_ROWS = (
+  ("rel_attn/qkv/kernel", "dec_attn.qkv_net.weight", 1, True),
+  ("rel_attn/o/kernel", "dec_attn.o_net.weight", 1, False),
+  ("rel_attn/r/kernel", "dec_attn.r_net.weight", 1, True),
+  ("rel_attn/layer_norm/scale", "dec_attn.layer_norm.weight", None, False),
+  ("rel_attn/layer_norm/bias", "dec_attn.layer_norm.bias", None, False),
+  ("ff/layer_1/kernel", "pos_ff.CoreNet.0.weight", None, True),
+  ("ff/layer_1/bias", "pos_ff.CoreNet.0.bias", None, False),
+  ("ff/layer_2/kernel", "pos_ff.CoreNet.3.weight", None, True),
+  ("ff/layer_2/bias", "pos_ff.CoreNet.3.bias", None, False),
+  ("ff/layer_norm/scale", "pos_ff.layer_norm.weight", None, False),
+  ("ff/layer_norm/bias", "pos_ff.layer_norm.bias", None, False),
+)
+_BIASES = ("r_w_bias", "r_r_bias")
+
+
+def model_config(values, source: str) -> ModelConfig:
+  """The bert_jax model of a Hugging Face Transformer-XL ``config.json``.
+
+  Raises:
+    UserInputError: another model type, an adaptive softmax or another setting bert_jax does
+      not compute, heads that do not split d_model, or missing sizes.
+  """
+  if not isinstance(values, dict) or values.get("model_type") != MODEL_TYPE:
+    raise UserInputError(
+      f"{source} is not a Transformer-XL config.json (model_type {MODEL_TYPE!r})"
+    )
+  for key, (supported, what) in _FIXED.items():
+    value = values.get(key, supported)
+    if value != supported and not (key == "sample_softmax" and value <= 0):
+      raise UserInputError(
+        f"{source} has {key}={value!r}: {what}, which bert_jax's transformer_xl does not "
+        f"compute; convert a model trained with {key}={supported!r}"
+      )
+  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
+  if missing:
+    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it a TransfoXLConfig?")
+  d_head = values.get("d_head", values["d_model"] // values["n_head"])
+  if d_head * values["n_head"] != values["d_model"]:
+    raise UserInputError(
+      f"{source} has d_head={d_head} x n_head={values['n_head']} != d_model="
+      f"{values['d_model']}; bert_jax's heads split d_model, so convert such a model only "
+      "with d_head = d_model / n_head"
+    )
+  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
+  if fields.get("embedding_size") == fields["hidden_size"]:
+    fields["embedding_size"] = 0
+  fields.update(family=names.TRANSFORMER_XL, attention_kind="dense", causal=True)
+  return model_config_from_dict(fields)
+
+
+def config_json(config: ModelConfig, architecture: str) -> dict:
+  """A Hugging Face ``config.json`` object (``transformers.TransfoXLConfig`` keys)."""
+  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values.update({key: supported for key, (supported, _) in _FIXED.items()})
+  values.update(
+    d_embed=config.embedding_width,
+    d_head=config.head_dim,
+    adaptive=False,
+    tie_projs=[False],
+    architectures=[architecture],
+    model_type=MODEL_TYPE,
+  )
+  return values
+
+
+def rows(config: ModelConfig):
+  """The `Row` table of a Transformer-XL of ``config`` (``TransfoXLLMHeadModel`` names)."""
+  table = [Row("bert/word_embedding/embedding", _WORD_TABLE, weight_table.REQUIRED_GROUP)]
+  if config.embedding_width != config.hidden_size:
+    table.append(
+      Row(
+        "bert/embedding_projection/kernel",
+        f"{_PREFIX}word_emb.emb_projs.0",
+        weight_table.REQUIRED_GROUP,
+        transpose=True,
+      )
+    )
+  if not config.untie_r:
+    table += [Row(f"bert/{b}", f"{_PREFIX}{b}", weight_table.REQUIRED_GROUP) for b in _BIASES]
+  for i in range(config.num_layers):
+    ours, theirs = f"bert/layer_{i}/", f"{_PREFIX}layers.{i}."
+    table += [
+      Row(ours + o, theirs + t, weight_table.REQUIRED_GROUP, heads_axis=axis, transpose=tr)
+      for o, t, axis, tr in _LAYER_ROWS
+    ]
+    if config.untie_r:
+      table += [
+        Row(f"{ours}rel_attn/{b}", f"{theirs}dec_attn.{b}", weight_table.REQUIRED_GROUP)
+        for b in _BIASES
+      ]
+  table.append(Row("output_bias", "crit.out_layers.0.bias", "mlm_head"))
+  if config.embedding_width != config.hidden_size:
+    table.append(Row("output_projection/kernel", "crit.out_projs.0", "mlm_head"))
+  return table
+
+
+def _tied_copies(config: ModelConfig) -> dict:
+  """{copy name: original name} of the tensors transformers stores twice."""
+  copies = {_TIED_TABLE: _WORD_TABLE}
+  if not config.untie_r:
+    copies.update(
+      {
+        f"{_PREFIX}layers.{i}.dec_attn.{b}": f"{_PREFIX}{b}"
+        for i in range(config.num_layers)
+        for b in _BIASES
+      }
+    )
+  return copies
+
+
+@functools.lru_cache(maxsize=8)
+def param_shapes(config: ModelConfig) -> dict:
+  """{"bert/layer_0/...": shape} of `TransformerXLLMHeadModel`."""
+  ids = jnp.zeros((1, 2), jnp.int32)
+  boxed = jax.eval_shape(
+    lambda: TransformerXLLMHeadModel(config).init(jax.random.key(0), ids, ids, ids + 1)
+  )
+  flat = weight_table.flatten(nn.unbox(boxed)["params"])
+  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+
+
+def _canonical(name: str) -> str:
+  """``TransfoXLLMHeadModel``'s name for a tensor of a ``TransfoXLModel`` checkpoint."""
+  if name.startswith(("word_emb.", "layers.", "pos_emb.", "r_w_bias", "r_r_bias")):
+    return _PREFIX + name
+  return name
+
+
+def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
+  """bert_jax params from a Hugging Face Transformer-XL state dict (either class above).
+
+  Raises:
+    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
+      tied copy differs from its original.
+  """
+  config = dataclasses.replace(config, dtype="float32")
+  tensors = {_canonical(name): value for name, value in state.items()}
+  copies = _tied_copies(config)
+  for copy, original in copies.items():
+    if copy in tensors and original in tensors:
+      if not np.array_equal(np.asarray(tensors[copy]), np.asarray(tensors[original])):
+        raise UserInputError(
+          f"{source}: {copy} differs from {original}; transformers ties them and bert_jax "
+          "stores them once, so this checkpoint cannot be converted"
+        )
+    elif copy in tensors:
+      tensors[original] = tensors[copy]
+  ignored = frozenset(copies) | {_INV_FREQ}
+  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
+  return weight_table.import_params(
+    rows(config),
+    shapes,
+    tensors.__getitem__,
+    config,
+    source=source,
+    ignored=ignored,
+    our_shapes=param_shapes(config),
+  )
+
+
+def hf_from_params(params, config: ModelConfig):
+  """Hugging Face names -> numpy arrays, tied copies and the sinusoid buffer included."""
+  state = weight_table.export_params(rows(config), params)
+  for copy, original in _tied_copies(config).items():
+    if original in state and (copy != _TIED_TABLE or "output_bias" in params):
+      state[copy] = state[original]
+  width = config.hidden_size
+  state[_INV_FREQ] = 1 / (10000 ** (np.arange(0.0, width, 2.0, dtype=np.float32) / width))
+  if "output_bias" not in params:
+    # A TransfoXLModel directory: its names have no "transformer." prefix.
+    state = {name.removeprefix(_PREFIX): value for name, value in state.items()}
+  return state
+
+
+def architecture(params) -> str:
+  """The transformers class that loads a Transformer-XL export of ``params``."""
+  return "TransfoXLLMHeadModel" if "output_bias" in params else "TransfoXLModel"

@@ -1,0 +1,195 @@
+"""Transformer-XL (Dai et al. 2019): a causal LM with segment-level memory, as
+``transformers.TransfoXLModel`` / ``TransfoXLLMHeadModel`` compute it with one embedding
+cluster (no adaptive input or softmax: ``cutoffs=[]``, ``div_val=1``).
+
+`TransformerXLEncoder` is the family's trunk (`families.py`); `TransformerXLEncoder.streams`
+takes and returns per-layer memory exactly as `xlnet.XLNetEncoder.streams` does (the memory of
+layer i is layer i's input over earlier segments, reset at document boundaries by
+``memory_ids_BN``), so the trainer treats both families alike. `TransformerXLLMHeadModel` is
+the pretraining model: the LM projection is the word table again (transformers ties
+``crit.out_layers.0.weight`` to it) with its own bias, behind an untied ``output_projection``
+when the table is narrower than the model (``embedding_size`` = transformers' ``d_embed``).
+
+Differences from transformers, all outside what a trained model computes: ``memory=None`` means
+no memory (transformers attends to ``mem_len`` zero vectors in the first segment; pass zeros
+to reproduce that), and padding / document ids mask keys as in XLNet.
+"""
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from bert_jax import names
+from bert_jax.models import layers
+from bert_jax.models.attention import relative
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
+from bert_jax.models.transformer_xl_layers import TransformerXLLayer
+from bert_jax.models.xlnet import attention_masks, last_token_index, next_memory
+
+
+def attention_mask(input_mask_BL, memory_len: int, mem_len: int, same_length: bool, memory_ids_BN):
+  """bool [B, L, memory_len + L]: True where query i may attend to key j.
+
+  Causal over ``[memory; current]`` with XLNet's padding and document rules
+  (`xlnet.attention_masks`); with ``same_length`` a query also ignores keys ``mem_len`` or more
+  positions back, so every query sees the same number of keys (transformers' ``same_length``).
+  """
+  mask_BLK, _ = attention_masks(input_mask_BL, None, memory_len, True, memory_ids_BN)
+  if not same_length:
+    return mask_BLK
+  length = input_mask_BL.shape[1]
+  distance_LK = (memory_len + jnp.arange(length))[:, None] - jnp.arange(memory_len + length)[None]
+  return mask_BLK & (distance_LK < mem_len)[None]
+
+
+class TransformerXLEncoder(nn.Module):
+  """Transformer-XL's trunk; ``__call__`` is the family interface, `streams` the full model.
+
+  Attributes:
+    config: the model configuration (``mem_len``, ``clamp_len``, ``same_length``,
+      ``untie_r``, ``pre_layer_norm``, ``embedding_size`` are read here).
+    deterministic: disables dropout.
+  """
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  def setup(self):
+    config = self.config
+    self.word_embedding = nn.Embed(
+      config.vocab_size,
+      config.embedding_width,
+      dtype=jnp.dtype(config.dtype),
+      param_dtype=jnp.float32,
+      embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
+    )
+    if config.embedding_width != config.hidden_size:
+      self.embedding_projection = nn.Dense(
+        config.hidden_size,
+        use_bias=False,
+        dtype=jnp.dtype(config.dtype),
+        param_dtype=jnp.float32,
+        kernel_init=layers.normal_init(config, (None, names.EMBED)),
+      )
+    if not config.untie_r:
+      bias = lambda name: self.param(
+        name,
+        layers.normal_init(config, (names.HEADS, names.KV)),
+        (config.num_heads, config.head_dim),
+        jnp.float32,
+      )
+      self.r_w_bias, self.r_r_bias = bias("r_w_bias"), bias("r_r_bias")
+    self.layers = [
+      TransformerXLLayer(config, self.deterministic, name=f"layer_{i}")
+      for i in range(config.num_layers)
+    ]
+    self.dropout = Dropout(config.hidden_dropout_rate)
+
+  def embed(self, input_ids_BL):
+    """Word vectors [B, L, D]: table lookup, projection to the model width, x sqrt(D)."""
+    x_BLD = self.word_embedding(input_ids_BL)
+    if self.config.embedding_width != self.config.hidden_size:
+      x_BLD = self.embedding_projection(x_BLD)
+    return x_BLD * jnp.sqrt(jnp.float32(self.config.hidden_size)).astype(x_BLD.dtype)
+
+  def streams(
+    self, input_ids_BL, token_type_ids_BL, input_mask_BL, memory=None, memory_ids_BN=None
+  ):
+    """Runs the backbone (the memory arguments of `xlnet.XLNetEncoder.streams`).
+
+    Args:
+      input_ids_BL: int token ids.
+      token_type_ids_BL: unused (Transformer-XL has no segments); kept for the interface.
+      input_mask_BL: int, 0 for padding; positive values are document ids.
+      memory: per-layer memory, a sequence of ``num_layers`` arrays [B, N, D], or None.
+      memory_ids_BN: the memory's document ids, or None (all memory visible).
+
+    Returns:
+      dict: ``content`` [B, L, D] after the final dropout, ``query`` None, and
+      ``layer_inputs``: each layer's input (what `xlnet.next_memory` caches).
+    """
+    del token_type_ids_BL
+    config = self.config
+    dtype = jnp.dtype(config.dtype)
+    length = input_ids_BL.shape[1]
+    memory_len = 0 if memory is None else memory[0].shape[1]
+    mask_BLK = attention_mask(
+      input_mask_BL, memory_len, config.mem_len, config.same_length, memory_ids_BN
+    )
+    # XLNet's distances run from +K to -L + 1; the causal mask hides the negative ones, and
+    # clipping at clamp_len equals transformers' clamp of the non-negative ones.
+    distances_P = relative.relative_distances(length, memory_len + length, config.clamp_len)
+    positions_PD = relative.sinusoid_encodings(distances_P, config.hidden_size)
+    positions_PD = self.dropout(positions_PD.astype(dtype), self.deterministic)
+    h_BLD = self.dropout(self.embed(input_ids_BL), self.deterministic)
+    biases = None if config.untie_r else (self.r_w_bias, self.r_r_bias)
+    layer_inputs = []
+    for i, layer in enumerate(self.layers):
+      layer_inputs.append(h_BLD)
+      layer_memory = None if memory is None else memory[i].astype(dtype)
+      h_BLD = layer(h_BLD, layer_memory, positions_PD, mask_BLK, biases)
+    return {
+      "content": self.dropout(h_BLD, self.deterministic),
+      "query": None,
+      "layer_inputs": layer_inputs,
+    }
+
+  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """The family interface: (sequence [B, L, D], the last real token's state [B, D]), as
+    transformers' ``TransfoXLForSequenceClassification`` summarises a sequence."""
+    x_BLD = self.streams(input_ids_BL, token_type_ids_BL, input_mask_BL)["content"]
+    index_B = last_token_index(input_mask_BL)
+    return x_BLD, jnp.take_along_axis(x_BLD, index_B[:, None, None], axis=1)[:, 0]
+
+  def attend(self, x_BPE):
+    """Logits over the vocabulary through the tied word table (float32)."""
+    table_VE = self.word_embedding.embedding
+    return jnp.einsum(
+      "bpe,ve->bpv", x_BPE, table_VE.astype(x_BPE.dtype), preferred_element_type=jnp.float32
+    )
+
+
+class TransformerXLLMHeadModel(nn.Module):
+  """Transformer-XL with the tied LM projection, called like `xlnet.XLNetLMHeadModel`."""
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(
+    self, input_ids_BL, token_type_ids_BL, input_mask_BL, memory=None, memory_ids_BN=None
+  ):
+    """Returns float32 ``logits`` [B, L, V] (token l's prediction of token l + 1), the
+    ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
+    everything when it is 0) and ``memory_ids``: its document ids (``input_mask_BL``'s values).
+    """
+    config = self.config
+    encoder = TransformerXLEncoder(config, self.deterministic, name="bert")
+    out = encoder.streams(input_ids_BL, token_type_ids_BL, input_mask_BL, memory, memory_ids_BN)
+    x_BLE = out["content"]
+    if config.embedding_width != config.hidden_size:
+      # transformers never ties this projection to the input one (tie_projs[0] is False).
+      x_BLE = nn.Dense(
+        config.embedding_width,
+        use_bias=False,
+        dtype=jnp.dtype(config.dtype),
+        param_dtype=jnp.float32,
+        kernel_init=layers.normal_init(config, (names.EMBED, None)),
+        name="output_projection",
+      )(x_BLE)
+    bias_V = self.param(
+      "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
+    )
+    memories = [
+      next_memory(None if memory is None else memory[i], x_BLD, config.mem_len)
+      for i, x_BLD in enumerate(out["layer_inputs"])
+    ]
+    if memory_ids_BN is None and memory is not None:
+      # Memory of unknown documents: treat it as the first token's document.
+      memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
+    return {
+      "logits": encoder.attend(x_BLE) + bias_V[None, None, :],
+      "content": out["content"],
+      "memory": memories,
+      "memory_ids": next_memory(memory_ids_BN, input_mask_BL, config.mem_len),
+    }
