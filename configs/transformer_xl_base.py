@@ -27,6 +27,7 @@ def get_config(arg=None):
   config.checkpoint_every_steps = 4000
   config.model.family = "transformer_xl"  # Relative attention + memory, HF TransfoXL layout.
   config.model.causal = True  # Required: the memory and earlier tokens only.
+  config.model.layer_norm_eps = 1e-5  # The PyTorch original and transformers (not BERT's 1e-12).
   config.model.num_layers = 16
   config.model.hidden_size = 410  # d_model.
   config.model.num_heads = 10  # d_head = 410 / 10 = 41.

@@ -22,6 +22,7 @@ def get_config(arg=None):
   config.checkpoint_every_steps = 250
   config.model.family = "transformer_xl"  # Relative attention + memory, HF TransfoXL layout.
   config.model.causal = True  # Required: the memory and earlier tokens only.
+  config.model.layer_norm_eps = 1e-5  # The PyTorch original and transformers (not BERT's 1e-12).
   config.model.size = "tiny"  # L=2, H=128, A=2, intermediate 512.
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
   config.model.mem_len = 32  # Memory positions per layer in training.
