@@ -168,5 +168,5 @@ def test_unsupported_family_directory_is_one_line_error(converted, tmp_path, cap
   argv = ["convert", "--from=hf", f"--input={tmp_path / 'roberta'}", f"--output={tmp_path / 'o'}"]
   assert convert.main(argv) == 2
   err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and "describes a 'roberta' model; convert handles BERT" in err[0]
-  assert "ELECTRA (model_type 'electra')" in err[0]
+  assert len(err) == 1 and "describes a 'roberta' model; convert handles BERT ('bert')" in err[0]
+  assert "ELECTRA ('electra')" in err[0] and not err[0].endswith("...")

@@ -114,8 +114,9 @@ _FORMATS = (
 
 def _choices() -> str:
   # ELECTRA's two directories (discriminator + generator) convert through `hf_electra`.
-  labels = [f"{f.label} (model_type {f.model_type!r})" for f in _FORMATS]
-  return ", ".join(labels + [f"ELECTRA (model_type {names.ELECTRA!r})"])
+  # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
+  labels = [f"{f.label} ({f.model_type!r})" for f in _FORMATS]
+  return ", ".join(labels + [f"ELECTRA ({names.ELECTRA!r})"])
 
 
 def for_config_json(values, source: str) -> HfFormat:
