@@ -264,7 +264,7 @@ def test_bad_files(tmp_path, small_corpus_path):
     pretraining_pipeline.PretrainingData(dataclasses.replace(CONFIG, vocab_path=str(no_mask)))
   with pytest.raises(
     ValueError,
-    match=r"vocab file .*vocab.txt has 8192 entries but "
+    match=r"vocab .*vocab.txt has 8192 entries but "
     r"model.vocab_size is 30522; set model.vocab_size=8192",
   ):
     pretraining_pipeline.PretrainingData(CONFIG, model_vocab_size=30522)

@@ -73,14 +73,9 @@ class SegmentData:
       )
     self.config = config
     vocab_path = config.resolved_vocab_path()
-    self.tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=config.lowercase)
-    if model_vocab_size is not None and model_vocab_size != self.tokenizer.vocab_size:
-      raise UserInputError(
-        f"vocab file {vocab_path} has {self.tokenizer.vocab_size} entries but "
-        f"model.vocab_size is {model_vocab_size}; set model.vocab_size="
-        f"{self.tokenizer.vocab_size} or point data.vocab_path at a vocab with "
-        f"{model_vocab_size} entries"
-      )
+    self.tokenizer = tokenization.load_model_tokenizer(
+      vocab_path, lowercase=config.lowercase, model_vocab_size=model_vocab_size
+    )
     documents = (
       tfds_source.documents_for_config(config)
       if config.tfds_name

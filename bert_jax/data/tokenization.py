@@ -313,3 +313,24 @@ def load_tokenizer(path, lowercase=True):
   if path.endswith(".model"):
     return SentencePieceTokenizer(path)
   return load_wordpiece(path, lowercase=lowercase)
+
+
+def load_model_tokenizer(path, *, lowercase=True, model_vocab_size=None):
+  """`load_tokenizer`, checked against the model it feeds.
+
+  Args:
+    path: the vocab file (WordPiece ``vocab.txt`` or SentencePiece ``.model``).
+    lowercase: WordPiece only.
+    model_vocab_size: the model's ``vocab_size``; None skips the check.
+
+  Raises:
+    UserInputError: the vocab's size is not the model's (the message names both fixes).
+  """
+  tokenizer = load_tokenizer(path, lowercase=lowercase)
+  if model_vocab_size is not None and model_vocab_size != tokenizer.vocab_size:
+    raise UserInputError(
+      f"vocab {path} has {tokenizer.vocab_size} entries but model.vocab_size is "
+      f"{model_vocab_size}; set model.vocab_size={tokenizer.vocab_size} or point "
+      f"data.vocab_path at the vocab the model was trained with ({model_vocab_size} entries)"
+    )
+  return tokenizer

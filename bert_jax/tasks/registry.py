@@ -107,13 +107,9 @@ def make_data(settings):
       "(only classification does; span_qa writes its eval predictions); unset it"
     )
   vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.trainer.init_from)
-  tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=settings.data.lowercase)
-  if tokenizer.vocab_size != settings.model.vocab_size:
-    raise UserInputError(
-      f"vocab {vocab_path} has {tokenizer.vocab_size} entries but model.vocab_size is "
-      f"{settings.model.vocab_size}; set model.vocab_size={tokenizer.vocab_size} or "
-      "data.vocab_path to the vocab the pretrained model was trained with"
-    )
+  tokenizer = tokenization.load_model_tokenizer(
+    vocab_path, lowercase=settings.data.lowercase, model_vocab_size=settings.model.vocab_size
+  )
   return MAKE_FINETUNING_DATA[settings.trainer.task](settings.data, tokenizer)
 
 

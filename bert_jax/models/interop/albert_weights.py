@@ -6,8 +6,6 @@ checkpoints (no ``albert.`` prefix, no heads) and ``AlbertForMaskedLM`` ones (no
 too; the MLM decoder is tied to the word table and its bias to ``predictions.bias``.
 """
 
-import numpy as np
-
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.weight_table import Row
@@ -104,11 +102,9 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
   """
   tensors = {_canonical(name): value for name, value in state.items()}
   weight_table.fold_tied_copies(tensors, _TIED_DECODER, source, "ALBERT")
-  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(
+  return weight_table.import_state(
     rows(config),
-    shapes,
-    tensors.__getitem__,
+    tensors,
     config,
     source=source,
     ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED),

@@ -8,8 +8,6 @@ projections per head. Hugging Face's DistilBERT hard-codes LayerNorm epsilon 1e-
 token types; only learned (not sinusoidal) positions and the exact GELU are accepted.
 """
 
-import numpy as np
-
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
@@ -155,11 +153,9 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
   """
   tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
   weight_table.fold_tied_copies(tensors, {_TIED_PROJECTOR: _WORD_TABLE}, source, "DistilBERT")
-  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(
+  return weight_table.import_state(
     rows(config),
-    shapes,
-    tensors.__getitem__,
+    tensors,
     config,
     source=source,
     ignored=frozenset((_TIED_PROJECTOR,) + _IGNORED),

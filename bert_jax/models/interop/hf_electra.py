@@ -136,9 +136,8 @@ def params_from_hf(discriminator, generator, config: ModelConfig, source: str):
     tensors.update({GENERATOR_PREFIX + name: value for name, value in generator.items()})
     ignored |= {GENERATOR_PREFIX + _PREFIX + theirs for _, theirs in _EMBEDDING_TABLES}
     ignored |= {GENERATOR_PREFIX + name for name in (_TIED_DECODER, *_IGNORED)}
-  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(
-    rows(config), shapes, tensors.__getitem__, config, source=source, ignored=frozenset(ignored)
+  return weight_table.import_state(
+    rows(config), tensors, config, source=source, ignored=frozenset(ignored)
   )
 
 

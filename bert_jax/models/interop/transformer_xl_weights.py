@@ -197,21 +197,11 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
   config = dataclasses.replace(config, dtype="float32")
   tensors = {_canonical(name): value for name, value in state.items()}
   copies = _tied_copies(config)
-  for copy, original in copies.items():
-    if copy in tensors and original in tensors:
-      if not np.array_equal(np.asarray(tensors[copy]), np.asarray(tensors[original])):
-        raise UserInputError(
-          f"{source}: {copy} differs from {original}; transformers ties them and bert_jax "
-          "stores them once, so this checkpoint cannot be converted"
-        )
-    elif copy in tensors:
-      tensors[original] = tensors[copy]
+  weight_table.fold_tied_copies(tensors, copies, source, "Transformer-XL")
   ignored = frozenset(copies) | {_INV_FREQ}
-  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(
+  return weight_table.import_state(
     rows(config),
-    shapes,
-    tensors.__getitem__,
+    tensors,
     config,
     source=source,
     ignored=ignored,

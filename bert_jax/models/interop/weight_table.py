@@ -205,6 +205,12 @@ def import_params(
   return traverse_util.unflatten_dict(flat, sep="/")
 
 
+def import_state(rows, tensors: Mapping, config: ModelConfig, **kwargs):
+  """`import_params` for a state dict already in memory (name -> array), keyword args as there."""
+  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
+  return import_params(rows, shapes, tensors.__getitem__, config, **kwargs)
+
+
 def flatten(params) -> dict:
   """{"bert/encoder/layer_0/...": leaf} of a nested params dict."""
   return traverse_util.flatten_dict(params, sep="/")
@@ -252,6 +258,6 @@ def fold_tied_copies(tensors: dict, tied: dict, source: str, family: str):
       tensors[original] = tensors[copy]
     elif not np.array_equal(np.asarray(tensors[copy]), np.asarray(tensors[original])):
       raise UserInputError(
-        f"{source}: {copy} differs from {original}; {family} ties them, "
-        "and untied MLM decoders are not supported"
+        f"{source}: {copy} differs from {original}; {family} ties them and bert_jax stores "
+        "them once, so this checkpoint cannot be converted"
       )

@@ -13,7 +13,6 @@ import functools
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
@@ -155,21 +154,14 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
   """
   config = dataclasses.replace(config, dtype="float32")
   tensors = {_canonical(name): value for name, value in state.items()}
-  if _TIED in tensors and _WORD_TABLE in tensors:
-    if not np.array_equal(np.asarray(tensors[_TIED]), np.asarray(tensors[_WORD_TABLE])):
-      raise UserInputError(
-        f"{source}: {_TIED} differs from {_WORD_TABLE}; XLNet ties them, and untied LM "
-        "projections are not supported"
-      )
+  weight_table.fold_tied_copies(tensors, {_TIED: _WORD_TABLE}, source, "XLNet")
   # Task heads of transformers' XLNet classes (logits_proj, qa_outputs, ...) stay behind.
   ignored = frozenset({_TIED}) | frozenset(
     name for name in tensors if not name.startswith((_PREFIX, "sequence_summary.", "lm_loss."))
   )
-  shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
-  return weight_table.import_params(
+  return weight_table.import_state(
     rows(config),
-    shapes,
-    tensors.__getitem__,
+    tensors,
     config,
     source=source,
     ignored=ignored,
