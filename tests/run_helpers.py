@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -63,6 +64,43 @@ def run_main(workdir, extra_flags=(), devices=1, timeout=300, config="configs/be
     timeout=timeout,
     check=False,
   )
+
+
+def run_two_processes(workdir, extra_flags=(), timeout=300, config="configs/bert_tiny.py"):
+  """`bert_jax.main` as two processes on localhost (2 fake devices each), as a pod's hosts run.
+
+  Returns:
+    (the two return codes, the tail of both processes' stderr for a failure message).
+  """
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  processes = [
+    subprocess.Popen(
+      main_command(
+        workdir,
+        [
+          *extra_flags,
+          f"--coordinator_address=127.0.0.1:{port}",
+          "--num_processes=2",
+          f"--process_id={i}",
+        ],
+        config,
+      ),
+      env=env(devices=2),
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for i in range(2)
+  ]
+  try:
+    errors = [p.communicate(timeout=timeout)[1] for p in processes]
+  finally:
+    for p in processes:
+      p.kill()
+  return [p.returncode for p in processes], errors[0][-3000:] + errors[1][-3000:]
 
 
 def read_metrics(workdir, split="train"):

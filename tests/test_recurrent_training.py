@@ -5,8 +5,6 @@ accumulated == one batch with non-empty memory (families transformer_xl and xlne
 
 import importlib.util
 import pathlib
-import socket
-import subprocess
 
 import jax
 import numpy as np
@@ -216,38 +214,11 @@ def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
   jax.tree.map(close, memory_a, memory_1)  # Rows keep their own memory through the split.
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, whole):
   whole_dir, _ = whole
   flags = [f"--config.{k}={v}" for k, v in SMALL.items()]
-  port = _free_port()
-  processes = [
-    subprocess.Popen(
-      run_helpers.main_command(
-        tmp_path,
-        flags
-        + [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
-        config=CONFIG,
-      ),
-      env=run_helpers.env(devices=2),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-    )
-    for i in range(2)
-  ]
-  try:
-    outputs = [p.communicate(timeout=300)[1] for p in processes]
-  finally:
-    for p in processes:
-      p.kill()
-  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  codes, errors = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG)
+  assert codes == [0, 0], errors
   # Each process built only its 4 rows; together they are the one-process run on 8 devices.
   for split in ("train", "eval"):
     one, two = (run_helpers.read_metrics(w, split) for w in (whole_dir, tmp_path))

@@ -2,7 +2,6 @@
 
 import pathlib
 import signal
-import socket
 import subprocess
 import time
 
@@ -149,38 +148,12 @@ def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint
   assert f"checkpoints/{bad_step - 1}" in message
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def test_two_processes_give_the_same_losses_as_one(tmp_path):
   flags = run_helpers.small_flags(num_train_steps=4, checkpoint_every_steps=4)
   single = run_helpers.run_main(tmp_path / "one", flags, devices=4)
   assert single.returncode == 0, single.stderr[-3000:]
-  port = _free_port()
-  processes = [
-    subprocess.Popen(
-      run_helpers.main_command(
-        tmp_path / "two",
-        flags
-        + [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
-      ),
-      env=run_helpers.env(devices=2),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-    )
-    for i in range(2)
-  ]
-  try:
-    outputs = [p.communicate(timeout=300)[1] for p in processes]
-  finally:
-    for p in processes:
-      p.kill()
-  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  codes, errors = run_helpers.run_two_processes(tmp_path / "two", flags)
+  assert codes == [0, 0], errors
   one = run_helpers.read_metrics(tmp_path / "one")
   two = run_helpers.read_metrics(tmp_path / "two")
   assert [r["step"] for r in two] == [1, 2, 3, 4]

@@ -19,7 +19,7 @@ from bert_jax.models import layers
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
-from bert_jax.models.xlnet_layers import HeadProjection
+from bert_jax.models.xlnet_layers import FeedForward, HeadProjection
 
 
 class FusedQkv(nn.Module):
@@ -105,28 +105,6 @@ class RelativeAttention(nn.Module):
     return layer_norm(h_BLD + out_BLD)
 
 
-class FeedForward(nn.Module):
-  """Transformer-XL's position-wise FFN: dense, ReLU, dropout, dense, dropout, residual, with
-  the LayerNorm after the residual (or on the FFN's input when pre-LN)."""
-
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, x_BLD):
-    config = self.config
-    dropout = Dropout(config.hidden_dropout_rate)
-    inner = layers.dense(config, config.intermediate_size, (names.EMBED, names.MLP), "layer_1")
-    outer = layers.dense(config, config.hidden_size, (names.MLP, names.EMBED), "layer_2")
-    layer_norm = layers.layer_norm(config, "layer_norm")
-    y_BLD = layer_norm(x_BLD) if config.pre_layer_norm else x_BLD
-    y_BLF = dropout(jax.nn.relu(inner(y_BLD)), self.deterministic)
-    y_BLD = dropout(outer(y_BLF), self.deterministic)
-    if config.pre_layer_norm:
-      return x_BLD + y_BLD
-    return layer_norm(x_BLD + y_BLD)
-
-
 class TransformerXLLayer(nn.Module):
   """Relative attention over ``[memory; h]``, then the FFN."""
 
@@ -139,6 +117,9 @@ class TransformerXLLayer(nn.Module):
     h_BLD = RelativeAttention(self.config, self.deterministic, name="rel_attn")(
       h_BLD, memory_BND, positions_PD, mask_BLK, biases
     )
-    h_BLD = FeedForward(self.config, self.deterministic, name="ff")(h_BLD)
+    config = self.config
+    h_BLD = FeedForward(config, self.deterministic, jax.nn.relu, config.pre_layer_norm, name="ff")(
+      h_BLD
+    )
     activation_axes = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_EMBED)
     return nn.with_logical_constraint(h_BLD, activation_axes)

@@ -5,6 +5,8 @@ Names follow Hugging Face's ``XLNetLayer`` (``rel_attn``, ``ff``; ``q``, ``k``, 
 in `interop/xlnet_weights.py` is mechanical. Projections have no biases, as in XLNet.
 """
 
+from collections.abc import Callable
+
 import flax.linen as nn
 import jax.numpy as jnp
 
@@ -130,10 +132,20 @@ class RelativeAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-  """XLNet's position-wise FFN: dense, GELU, dropout, dense, dropout, residual, LayerNorm."""
+  """The position-wise FFN of XLNet and Transformer-XL: dense, activation, dropout, dense,
+  dropout, residual, with the LayerNorm after the residual (or on the input when pre-LN).
+
+  Attributes:
+    config: the model configuration.
+    deterministic: disables dropout.
+    activation: XLNet's GELU, or Transformer-XL's ReLU.
+    pre_layer_norm: Transformer-XL's ``model.pre_layer_norm`` (XLNet is always post-LN).
+  """
 
   config: ModelConfig
   deterministic: bool = True
+  activation: Callable = layers.gelu
+  pre_layer_norm: bool = False
 
   @nn.compact
   def __call__(self, x_BLD):
@@ -141,9 +153,13 @@ class FeedForward(nn.Module):
     dropout = Dropout(config.hidden_dropout_rate)
     inner = layers.dense(config, config.intermediate_size, (names.EMBED, names.MLP), "layer_1")
     outer = layers.dense(config, config.hidden_size, (names.MLP, names.EMBED), "layer_2")
-    y_BLF = dropout(layers.gelu(inner(x_BLD)), self.deterministic)
+    layer_norm = layers.layer_norm(config, "layer_norm")
+    y_BLD = layer_norm(x_BLD) if self.pre_layer_norm else x_BLD
+    y_BLF = dropout(self.activation(inner(y_BLD)), self.deterministic)
     y_BLD = dropout(outer(y_BLF), self.deterministic)
-    return layers.layer_norm(config, "layer_norm")(y_BLD + x_BLD)
+    if self.pre_layer_norm:
+      return x_BLD + y_BLD
+    return layer_norm(x_BLD + y_BLD)
 
 
 class XLNetLayer(nn.Module):
