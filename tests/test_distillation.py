@@ -194,6 +194,9 @@ def test_every_other_layer_needs_a_deep_enough_teacher():
   assert mapping["bert/encoder/layer_1/output/bias"] == ("bert/encoder/layer_2/output/bias", None)
 
 
+CONFIG_ONLY = "<a directory holding only the teacher's config.json>"
+
+
 @pytest.mark.parametrize(
   "overrides,expected",
   [
@@ -204,14 +207,22 @@ def test_every_other_layer_needs_a_deep_enough_teacher():
     ({"distillation.teacher": ""}, "task=distillation needs distillation.teacher"),
     ({"model.hidden_size": 64}, "match model.hidden_size or set distillation.cosine_weight=0"),
     ({"distillation.student_init": "copy"}, "distillation.student_init='copy' is unknown"),
+    (
+      {"distillation.teacher": CONFIG_ONLY},
+      r"holds no checkpoint; .* its config.json alone is enough only for tools/aot_compile",
+    ),
   ],
-  ids=["missing_teacher", "no_teacher", "width", "student_init"],
+  ids=["missing_teacher", "no_teacher", "width", "student_init", "config_json_only"],
 )
 def test_bad_input_is_one_line(teachers, tmp_path, overrides, expected):
+  if overrides.get("distillation.teacher") == CONFIG_ONLY:  # The teacher's config, no weights.
+    (tmp_path / "teacher").mkdir()
+    shutil.copy(teachers[1] / "config.json", tmp_path / "teacher")
+    overrides = {"distillation.teacher": str(tmp_path / "teacher")}
   with pytest.raises(UserInputError, match=expected) as error:
-    train_and_evaluate(_config(teachers[0], steps=1, **overrides), str(tmp_path))
+    train_and_evaluate(_config(teachers[0], steps=1, **overrides), str(tmp_path / "run"))
   assert "\n" not in str(error.value)
-  assert not (tmp_path / "checkpoints").exists()
+  assert not (tmp_path / "run").exists()
 
 
 # The learning check: BERT-tiny (the session's pretrained fixture) distilled into a 1-layer
