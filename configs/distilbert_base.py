@@ -7,6 +7,12 @@ The teacher is a bert_jax BERT-base workdir or Hugging Face weights converted in
   python -m bert_jax.main --config=configs/distilbert_base.py:/runs/bert_base_hf \\
       --workdir=/runs/distilbert_base --config.data.corpus_paths=/data/wiki.txt
 
+Compiling the step for a TPU slice ahead of time needs only the teacher's config.json (no
+weights): a directory holding a copy of it will do as the argument.
+
+  python -m bert_jax.tools.aot_compile --config=configs/distilbert_base.py:/runs/bert_base_hf \\
+      --topology=v4-8
+
 The student starts from every other teacher layer (0, 2, ..., 10) with the teacher's
 embeddings and MLM head; loss = 5.0 x T^2 x soft CE (T=2) + 2.0 x MLM + 1.0 x (1 - cosine).
 """

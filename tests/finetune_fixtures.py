@@ -44,8 +44,11 @@ def set_keys(config, overrides):
   return config
 
 
-def pretrain_tiny(workdir, num_train_steps=40):
-  """Pretrains the fixture model (MLM + NSP on the embedded corpus) into ``workdir``."""
+def pretrain_tiny(workdir, num_train_steps=40, **overrides):
+  """Pretrains the fixture model (MLM + NSP on the embedded corpus) into ``workdir``.
+
+  ``overrides``: more {"dotted.key": value}, e.g. another ``model.family``.
+  """
   config = set_keys(
     base_config(),
     dict(
@@ -62,6 +65,7 @@ def pretrain_tiny(workdir, num_train_steps=40):
         "data.num_eval_examples": 16,
         "optimizer.learning_rate": 1e-3,
         "optimizer.warmup_steps": 4,
+        **overrides,
       },
     ),
   )

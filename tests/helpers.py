@@ -59,6 +59,8 @@ def real_sentence_pairs(tokenizer, *, count, max_seq_length, short_seq_prob):
 def one_train_step(config, devices):
   """One real train step of ``config`` on a mesh over ``devices``, from a fixed init.
 
+  The init is the task's (with distillation's student initialisation from the teacher).
+
   Returns:
     (params before, params after, metrics, the set of param PartitionSpecs), on the host.
   """
@@ -69,6 +71,8 @@ def one_train_step(config, devices):
     state = state_lib.init_state(
       training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
     )
+    if training.init_overlay is not None:  # Distillation: the student from its teacher.
+      state = state.replace(params=training.init_overlay(state.params))
     init_params = jax.device_get(state.params)
     batch = sharding.host_batch_to_global(training.task.random_batch(8), mesh)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))

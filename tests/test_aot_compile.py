@@ -3,6 +3,7 @@ compiles; nothing runs): memory, FLOPs, shardings, multi-slice meshes and refusa
 
 import importlib.util
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -13,6 +14,8 @@ from jax.sharding import PartitionSpec as P
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import topologies
 from bert_jax.tools import aot_compile
+from bert_jax.train import flops, run_state
+from bert_jax.train.settings import settings_from_config
 from tests import helpers, run_helpers
 
 needs_libtpu = pytest.mark.skipif(
@@ -40,15 +43,22 @@ def v4_8():
   )
 
 
-def _input_bytes_per_device(result):
-  """Bytes of one device's shards of every argument, as the shardings say (no TPU padding)."""
+def _input_bytes_per_device(result, argument=None):
+  """Bytes of one device's shards of the arguments (or argument number ``argument`` alone), as
+  the shardings say (no TPU padding); inputs the program never reads are not passed."""
+  shardings, avals = result.compiled.input_shardings[0], result.compiled.in_avals[0]
+  if argument is not None:
+    shardings, avals = shardings[argument], avals[argument]
+  by_path = {jax.tree_util.keystr(path): aval for path, aval in _with_paths(avals)}
   total = 0
-  for sharding, aval in zip(
-    jax.tree.leaves(result.compiled.input_shardings[0]),
-    jax.tree.leaves(result.compiled.in_avals[0]),
-  ):
+  for path, sharding in _with_paths(shardings):
+    aval = by_path[jax.tree_util.keystr(path)]
     total += np.prod(sharding.shard_shape(aval.shape), dtype=np.int64) * aval.dtype.itemsize
   return int(total)
+
+
+def _with_paths(tree):
+  return jax.tree_util.tree_flatten_with_path(tree)[0]
 
 
 @needs_libtpu
@@ -193,3 +203,70 @@ def test_the_command_line_refuses_an_unknown_topology_with_exit_2(capsys):
   assert capsys.readouterr().err.startswith(
     "error: unknown TPU topology 'v4-30'; valid topologies: v4-8, v4-16, v4-32, "
   )
+
+
+def _config_json_only(directory, config):
+  """``directory`` holding the config.json a run of ``config`` writes, and no weights."""
+  settings = settings_from_config(config)
+  run_state.write_config_json(
+    directory, run_state.resolved_config(config, settings.model, directory)
+  )
+  return directory, settings.model
+
+
+# A 4-layer scanned BERT teacher (config.json only) and a 2-layer DistilBERT student of its
+# width, fsdp x tensor on the 4 chips of a v4-8.
+TEACHER = {"model.num_layers": 4, "model.scan_layers": True}
+STUDENT = {
+  **V4_8,
+  "task": "distillation",
+  "model.family": "distilbert",
+  "model.num_layers": 2,
+  "data.objective": "none",
+}
+
+
+@pytest.fixture(scope="module")
+def distillation_v4_8(tmp_path_factory):
+  teacher, teacher_model = _config_json_only(
+    tmp_path_factory.mktemp("teacher"), helpers.small_config(**TEACHER)
+  )
+  config = helpers.small_config(**STUDENT, **{"distillation.teacher": str(teacher)})
+  return aot_compile.aot_compile(config, "v4-8"), teacher_model, settings_from_config(config)
+
+
+@needs_libtpu
+def test_distillation_step_compiles_with_the_teacher_from_its_config_json(distillation_v4_8):
+  result, teacher, settings = distillation_v4_8
+  report, student = result.report, settings.model
+  assert not (pathlib.Path(settings.distillation.teacher) / "checkpoints").exists()
+  assert report["teacher"] == {
+    "family": "bert",
+    "layers": 4,
+    "hidden": 128,
+    "heads": 4,
+    "scan": True,
+  }
+  # The teacher's parameters are the third argument, sharded by the student's rules.
+  teacher_shardings = result.compiled.input_shardings[0][2]
+  embedding = teacher_shardings["bert"]["embeddings"]["word_embeddings"]["embedding"]
+  assert embedding.is_equivalent_to(NamedSharding(result.mesh, P("tensor", "fsdp")), 2)
+  query = teacher_shardings["bert"]["encoder"]["layers"]["block"]["attention"]["query"]["kernel"]
+  assert query.is_equivalent_to(NamedSharding(result.mesh, P(None, "fsdp", "tensor", None)), 4)
+  teacher_bytes = _input_bytes_per_device(result, argument=2)
+  memory = report["memory"]
+  assert 0 < teacher_bytes < _input_bytes_per_device(result) <= memory["arguments"]
+  # Only the student's state is donated; the teacher's parameters stay for the next step.
+  assert memory["aliased"] <= memory["arguments"] - teacher_bytes
+  assert report["fits"]
+  # Model FLOPs: the student's train step and the teacher's forward pass (a third of its
+  # train FLOPs); the scanned teacher is counted unrolled, so compiled FLOPs cover both.
+  assert report["model_flops"] == pytest.approx(
+    (
+      flops.train_flops_per_step(student, 8, 32, 5)
+      + flops.train_flops_per_step(teacher, 8, 32, 5) / 3
+    )
+    / 4
+  )
+  assert report["cost_source"] == "unrolled 1- and 2-layer compiles, extrapolated"
+  assert 1.0 < report["flops_ratio"] < 1.3, report["flops_ratio"]

@@ -1,7 +1,7 @@
 """task=distillation: student init from every other teacher layer, the checkpoint contract (no
 teacher params saved, its identity recorded and checked, resume bitwise), the teacher
-fingerprint, learning (distilled student beats the same student from scratch), GLUE fine-tuning
-from the distilled student, and bad input."""
+fingerprint, one step on a sharded mesh equal to one device, learning (distilled student beats
+the same student from scratch), GLUE fine-tuning from the distilled student, and bad input."""
 
 import json
 import re
@@ -24,14 +24,15 @@ from bert_jax.tasks import distillation
 from bert_jax.tools import embed, workdir_params
 from bert_jax.train import teacher as teacher_lib
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, helpers, run_helpers
 
-# A 4-layer random teacher and a 2-layer DistilBERT student of its width.
+# A 4-layer random teacher and a 2-layer DistilBERT student of its width; 4 heads, so
+# mesh.tensor=4 splits the heads of both.
 TEACHER = {
   "vocab_size": 8192,
   "hidden_size": 32,
   "num_layers": 4,
-  "num_heads": 2,
+  "num_heads": 4,
   "intermediate_size": 64,
   "max_position_embeddings": 32,
 }
@@ -63,7 +64,7 @@ def _config(teacher, steps, **overrides):
     "model.size": "tiny",
     "model.num_layers": 2,
     "model.hidden_size": 32,
-    "model.num_heads": 2,
+    "model.num_heads": 4,
     "model.intermediate_size": 64,
     "model.vocab_size": 8192,
     "model.max_position_embeddings": 32,
@@ -129,6 +130,40 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
     train_and_evaluate(_config(teacher, steps=4), str(workdir))
 
 
+def _distillation_step(teacher, devices, **axes):
+  # No warmup: the step's learning rate is the peak, so the student's params move.
+  overrides = {"optimizer.warmup_steps": 0, **axes}
+  return helpers.one_train_step(_config(teacher, steps=10, **overrides), devices)
+
+
+@pytest.fixture(scope="module")
+def single_device_distillation_step(teachers):
+  # teachers[1]: test_student_init_checkpoints_and_resume rewrites teachers[0]'s checkpoint.
+  return _distillation_step(teachers[1], jax.devices()[:1], **{"mesh.data": 1})
+
+
+# One 8-device mesh: {"mesh.data": 1, "mesh.fsdp": 8} passes too, for ~25 s more.
+@pytest.mark.parametrize("axes", [{"mesh.data": 2, "mesh.tensor": 4}], ids=["data2xtensor4"])
+def test_sharded_distillation_step_equals_single_device(
+  teachers, single_device_distillation_step, axes
+):
+  init_1, params_1, metrics_1, _ = single_device_distillation_step
+  init_8, params_8, metrics_8, specs = _distillation_step(teachers[1], jax.devices(), **axes)
+  assert any(any(axis is not None for axis in spec) for spec in specs), "nothing was sharded"
+  # The same student init from the teacher (sharded on both meshes the same way).
+  jax.tree.map(np.testing.assert_array_equal, init_1, init_8)
+  # Every loss term and metric sum, the teacher's (soft CE, cosine) included.
+  assert metrics_1["soft_ce"] > 0 and metrics_1["cosine_loss"] > 0, metrics_1
+  assert set(metrics_8) == set(metrics_1)
+  for key, value in metrics_1.items():
+    np.testing.assert_allclose(metrics_8[key], value, rtol=2e-5, err_msg=key)
+  moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))), params_1, init_1)
+  assert max(jax.tree.leaves(moved)) > 1e-4, "the step did not change the student"
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params_8, params_1
+  )
+
+
 def test_fingerprint_is_mesh_independent_and_sees_one_bit(teachers):
   run = workdir_params.read_run(str(teachers[0]))
   one = jax.device_put(run.params, jax.devices()[0])
@@ -159,6 +194,9 @@ def test_every_other_layer_needs_a_deep_enough_teacher():
   assert mapping["bert/encoder/layer_1/output/bias"] == ("bert/encoder/layer_2/output/bias", None)
 
 
+CONFIG_ONLY = "<a directory holding only the teacher's config.json>"
+
+
 @pytest.mark.parametrize(
   "overrides,expected",
   [
@@ -169,14 +207,22 @@ def test_every_other_layer_needs_a_deep_enough_teacher():
     ({"distillation.teacher": ""}, "task=distillation needs distillation.teacher"),
     ({"model.hidden_size": 64}, "match model.hidden_size or set distillation.cosine_weight=0"),
     ({"distillation.student_init": "copy"}, "distillation.student_init='copy' is unknown"),
+    (
+      {"distillation.teacher": CONFIG_ONLY},
+      r"holds no checkpoint; .* its config.json alone is enough only for tools/aot_compile",
+    ),
   ],
-  ids=["missing_teacher", "no_teacher", "width", "student_init"],
+  ids=["missing_teacher", "no_teacher", "width", "student_init", "config_json_only"],
 )
 def test_bad_input_is_one_line(teachers, tmp_path, overrides, expected):
+  if overrides.get("distillation.teacher") == CONFIG_ONLY:  # The teacher's config, no weights.
+    (tmp_path / "teacher").mkdir()
+    shutil.copy(teachers[1] / "config.json", tmp_path / "teacher")
+    overrides = {"distillation.teacher": str(tmp_path / "teacher")}
   with pytest.raises(UserInputError, match=expected) as error:
-    train_and_evaluate(_config(teachers[0], steps=1, **overrides), str(tmp_path))
+    train_and_evaluate(_config(teachers[0], steps=1, **overrides), str(tmp_path / "run"))
   assert "\n" not in str(error.value)
-  assert not (tmp_path / "checkpoints").exists()
+  assert not (tmp_path / "run").exists()
 
 
 # The learning check: BERT-tiny (the session's pretrained fixture) distilled into a 1-layer

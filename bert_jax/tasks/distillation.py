@@ -14,10 +14,10 @@ size independent of T. It is taken at the masked positions, where the pipeline p
 every token as Sanh et al.'s code does by default: the vocabulary projection dominates a small
 student's cost. The hidden states are the encoders' last layer; the cosine needs equal widths.
 
-The teacher's forward pass runs in its own jitted function before the student's train step and
-hands its outputs over as batch entries (``teacher_mlm_logits``, ``teacher_sequence_output``),
-so the student's `train_step` is the ordinary one and the teacher's parameters are never in the
-train state, the optimizer or the checkpoints (`bert_jax/train/teacher.py` loads them).
+The teacher's forward pass runs first in the jitted step and hands its outputs over as batch
+entries (``teacher_mlm_logits``, ``teacher_sequence_output``), so the student's `train_step` is
+the ordinary one and the teacher's parameters are a separate argument, never in the train
+state, the optimizer or the checkpoints (`bert_jax/train/teacher.py` loads them).
 """
 
 import dataclasses
@@ -46,7 +46,9 @@ class DistillationConfig:
   """The ``distillation`` section of the config (used by ``task=distillation`` only)."""
 
   teacher: str = option(
-    "", help="The frozen teacher: a bert_jax workdir (or checkpoint dir) or a converted HF model."
+    "",
+    help="The frozen teacher: a bert_jax workdir (or checkpoint dir) or a converted HF model; "
+    "for tools/aot_compile a directory holding only its config.json.",
   )
   temperature: float = option(2.0, help="Softmax temperature T of the soft targets (DistilBERT 2).")
   soft_weight: float = option(5.0, help="alpha: weight of T^2 x soft cross-entropy (DistilBERT 5).")
@@ -83,19 +85,34 @@ class Teacher:
   """Where the teacher's parameters are and the model they belong to.
 
   Attributes:
-    step_dir: its ``checkpoints/<step>`` directory (absolute).
+    step_dir: its ``checkpoints/<step>`` directory (absolute); None for a directory holding
+      only a config.json, which gives the shapes `tools/aot_compile` needs but no weights.
     model: its model config (from its config.json), computing in the student's dtype.
   """
 
-  step_dir: str
+  step_dir: str | None
   model: ModelConfig
+
+
+def no_checkpoint_error(path: str) -> UserInputError:
+  """The one-line error for a teacher directory without weights."""
+  return UserInputError(
+    f"distillation.teacher={path} holds no checkpoint; point it at a bert_jax workdir or a "
+    "converted Hugging Face model (tools/convert --from=hf); its config.json alone is enough "
+    "only for tools/aot_compile"
+  )
 
 
 def read_teacher(path: str, student: ModelConfig) -> Teacher:
   """The teacher at ``path`` (a workdir, its checkpoints/ or one checkpoints/<step>).
 
+  A directory with a teacher's config.json and no checkpoint gives a `Teacher` without weights
+  (``step_dir=None``): enough to trace and compile the distillation step ahead of time, and
+  refused by `bert_jax.train.teacher.load_params` when a run needs the weights.
+
   Raises:
-    UserInputError: no checkpoint or config.json there, or a vocab other than the student's.
+    UserInputError: neither a checkpoint nor a config.json there, or a vocab other than the
+      student's.
   """
   if not path:
     raise UserInputError(
@@ -104,12 +121,11 @@ def read_teacher(path: str, student: ModelConfig) -> Teacher:
     )
   try:
     step_dir = workdir_lib.find_checkpoint(path)
+    run = workdir_lib.of_checkpoint(step_dir)
   except UserInputError:
-    raise UserInputError(
-      f"distillation.teacher={path} holds no checkpoint; point it at a bert_jax workdir or a "
-      "converted Hugging Face model (tools/convert --from=hf)"
-    ) from None
-  run = workdir_lib.of_checkpoint(step_dir)
+    step_dir, run = None, workdir_lib.Workdir.at(path)
+    if not run.config_json.exists():
+      raise no_checkpoint_error(path) from None
   stored = run.read_config().get("model")
   if not stored:
     raise UserInputError(
@@ -124,7 +140,7 @@ def read_teacher(path: str, student: ModelConfig) -> Teacher:
       f"model.vocab_size is {student.vocab_size}; distillation compares distributions over "
       "one vocab: use the teacher's vocab (model.vocab_size and data.vocab_path)"
     )
-  return Teacher(step_dir=str(step_dir.resolve()), model=model)
+  return Teacher(step_dir=None if step_dir is None else str(step_dir.resolve()), model=model)
 
 
 def _is_trunk_call(module: nn.Module, method_name: str) -> bool:

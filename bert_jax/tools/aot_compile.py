@@ -10,17 +10,19 @@ per-device memory (arguments, temporaries, outputs) against the chip's HBM, comp
 step against the model's (bert_jax.train.flops), and a roofline MFU ceiling. A step that does
 not fit is refused with one line and exit status 2, after its JSON line.
 
-XLA's cost analysis counts the body of a loop once. When the compiled step has loops (scanned
-layers, gradient accumulation, the windowed einsums XLA makes for FSDP), its FLOPs and bytes
-come from the same step compiled unrolled at 1 and 2 layers on one micro-batch with windowed
-einsums off: per layer = the difference, times the layers, times the micro-batches (exact for
-FLOPs; the optimizer update is counted once per micro-batch, a negligible excess).
+A distillation step (``task=distillation``) is compiled as it runs: one program of the teacher's
+forward pass and the student's step, the teacher's parameters an argument with their
+shardings. Their shapes come from the teacher's config.json, so ``distillation.teacher`` may be
+a directory holding only that file (e.g. copied from the teacher's workdir); no weights are
+read. Model FLOPs count the teacher's forward pass.
+
+XLA's cost analysis counts the body of a loop once; `aot_step` says how a step with loops is
+counted.
 """
 
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 
@@ -29,15 +31,9 @@ from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
+from bert_jax.tools import aot_step, cli
 
 _GIB = 2**30
-
-# For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops.
-_NO_WINDOWED_EINSUM = {
-  "xla_tpu_enable_windowed_einsum_for_all_gather": False,
-  "xla_tpu_enable_windowed_einsum_for_reduce_scatter": False,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,94 +44,6 @@ class AotResult:
   compiled: object  # jax.stages.Compiled, or None when the compiler ran out of memory.
   mesh: object
   state_shardings: object
-
-
-def _abstract_inputs(training, mesh, batch_size: int):
-  """ShapeDtypeStructs with shardings for (state, batch, rng): nothing is allocated."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
-
-  example = training.task.example_batch(batch_size)
-  batch = {
-    k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding.batch_sharding(mesh, v.ndim))
-    for k, v in example.items()
-  }
-  key = jax.eval_shape(lambda: jax.random.key(0))
-  rng = jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=sharding.replicated(mesh))
-  return training.abstract_state, batch, rng
-
-
-def _compile(settings, mesh, compiler_options=None):
-  """(compiled train step or None, compiler's out-of-memory line, training) for ``mesh``."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
-
-  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
-    training = setup.build_training(settings, mesh)
-    lowered = training.train_step.lower(
-      *_abstract_inputs(training, mesh, settings.trainer.global_batch_size)
-    )
-  try:
-    return lowered.compile(compiler_options=compiler_options), "", training
-  except jax.errors.JaxRuntimeError as error:
-    if "RESOURCE_EXHAUSTED" not in str(error):
-      raise
-    first_line = str(error).strip().splitlines()[0]
-    return None, first_line.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().rstrip("."), training
-
-
-def _cost(compiled) -> tuple:
-  """(FLOPs, bytes accessed, has loops) per device of one compiled program."""
-  analysis = compiled.cost_analysis()
-  if isinstance(analysis, (list, tuple)):
-    analysis = analysis[0]
-  has_loops = re.search(r"\bwhile\(", compiled.as_text()) is not None
-  return float(analysis["flops"]), float(analysis["bytes accessed"]), has_loops
-
-
-def _unrolled(settings, num_layers: int):
-  """The same step with ``num_layers`` unscanned layers on one micro-batch, no accumulation."""
-  trainer = settings.trainer
-  micro_batch = trainer.global_batch_size // trainer.gradient_accumulation_steps
-  return dataclasses.replace(
-    settings,
-    model=dataclasses.replace(settings.model, num_layers=num_layers, scan_layers=False),
-    trainer=dataclasses.replace(
-      trainer, global_batch_size=micro_batch, gradient_accumulation_steps=1
-    ),
-  )
-
-
-def _step_cost(settings, mesh, compiled) -> dict:
-  """FLOPs and bytes accessed per device per step, with where they came from."""
-  flops, bytes_accessed, has_loops = _cost(compiled)
-  if not has_loops:
-    return {
-      "flops": flops,
-      "bytes_accessed": bytes_accessed,
-      "source": "compiled step",
-      "lower_bound": False,
-    }
-  costs = []
-  for num_layers in (1, 2):
-    unrolled, oom, _ = _compile(_unrolled(settings, num_layers), mesh, _NO_WINDOWED_EINSUM)
-    if unrolled is None:
-      raise UserInputError(
-        f"the {num_layers}-layer step compiled for its cost ran out of memory: {oom}"
-      )
-    costs.append(_cost(unrolled))
-  (flops_1, bytes_1, loops_1), (flops_2, bytes_2, loops_2) = costs
-  layers = settings.model.num_layers
-  accumulation = settings.trainer.gradient_accumulation_steps
-  return {
-    "flops": accumulation * (flops_1 + (layers - 1) * (flops_2 - flops_1)),
-    "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
-    "source": "unrolled 1- and 2-layer compiles, extrapolated",
-    # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
-    "lower_bound": loops_1 or loops_2,
-  }
 
 
 def _memory(compiled) -> dict:
@@ -179,6 +87,21 @@ def _roofline(
   }
 
 
+def _teacher_summary(task):
+  """A distillation teacher's architecture for the report; None for other tasks."""
+  teacher = getattr(task, "teacher", None)
+  if teacher is None:
+    return None
+  model = teacher.model
+  return {
+    "family": model.family,
+    "layers": model.num_layers,
+    "hidden": model.hidden_size,
+    "heads": model.num_heads,
+    "scan": model.scan_layers,
+  }
+
+
 def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
   """Compiles the train step of ``config`` for ``num_slices`` slices of ``topology_name``.
 
@@ -208,11 +131,11 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     trainer, mesh.shape["data"] * mesh.shape["fsdp"], len({d.process_index for d in devices})
   )
   start = time.perf_counter()
-  compiled, oom, training = _compile(settings, mesh)
+  compiled, oom, training = aot_step.compile_step(settings, mesh)
   compile_s = time.perf_counter() - start
   chip = topology.chip
   example = training.task.example_batch(trainer.global_batch_size)
-  model_flops = flops_lib.train_flops_for_batch(model, example) / len(devices)
+  model_flops = flops_lib.train_flops_for_task(training.task, model, example) / len(devices)
   report = {
     "topology": topology.name,
     "num_slices": num_slices,
@@ -227,6 +150,7 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
       "remat": model.remat_policy,
       "scan": model.scan_layers,
     },
+    "teacher": _teacher_summary(training.task),
     "global_batch_size": trainer.global_batch_size,
     "seq_len": example["input_ids"].shape[-1],
     "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
@@ -240,7 +164,7 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     report.update(fits=False, memory=None, out_of_memory=oom, model_flops=model_flops)
     return AotResult(report, None, mesh, training.state_shardings)
   memory = _memory(compiled)
-  cost = _step_cost(settings, mesh, compiled)
+  cost = aot_step.step_cost(settings, mesh, compiled)
   report.update(
     fits=memory["total"] <= chip.hbm_bytes,
     memory=memory,
@@ -269,6 +193,12 @@ def summary(report: dict) -> str:
     + f"; batch {report['global_batch_size']} x seq {report['seq_len']}; compiled in "
     f"{report['compile_s']:.0f} s"
   ]
+  teacher = report.get("teacher")
+  if teacher:
+    lines.append(
+      f"  distillation: the step runs the {teacher['layers']}-layer, {teacher['hidden']}-wide "
+      f"{teacher['family']} teacher forward first; its parameters are arguments"
+    )
   memory = report["memory"]
   if memory is None:
     lines.append(f"  memory per device: does not fit ({report['out_of_memory']})")

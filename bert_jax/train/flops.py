@@ -100,6 +100,19 @@ def train_flops_for_batch(config: ModelConfig, example_batch) -> float:
   )
 
 
+def train_flops_for_task(task, config: ModelConfig, example_batch) -> float:
+  """`train_flops_for_batch` of ``task``'s train step.
+
+  A distillation task's step also runs its frozen teacher (``task.teacher.model``) forward
+  over the batch: a third of the teacher's train FLOPs (no backward pass).
+  """
+  flops = train_flops_for_batch(config, example_batch)
+  teacher = getattr(task, "teacher", None)
+  if teacher is not None:
+    flops += train_flops_for_batch(teacher.model, example_batch) / 3.0
+  return flops
+
+
 @functools.cache
 def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> float:
   """FLOP/s of a float32 square matmul on device 0: the practical ceiling of a CPU host.

@@ -228,7 +228,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
   start_step = int(jax.device_get(state.step))
   writer = MetricsWriter(str(workdir), trainer.num_train_steps)
   example = task.example_batch(trainer.global_batch_size)
-  flops_per_step = flops.train_flops_for_batch(settings.model, example)
+  flops_per_step = flops.train_flops_for_task(task, settings.model, example)
   peak = flops.total_peak_flops(trainer.peak_flops_per_device)
   tokens_per_step = example["input_ids"].size
   batches = _batches(data, settings, "train", start_position=position)

@@ -82,13 +82,16 @@ def make_optimizer(settings: RunSettings) -> optax.GradientTransformation:
   )
 
 
-def build_training(settings: RunSettings, mesh, data=None) -> Training:
+def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True) -> Training:
   """Traces shapes and shardings and jits the steps; call under the mesh and axis rules.
 
   Args:
     settings: the run settings (step counts resolved, see `settings.resolve_train_steps`).
     mesh: the device mesh.
     data: the task's data object; fine-tuning tasks are sized from it.
+    load_teacher: False leaves a distillation run's student alone, its steps reading the
+      teacher's outputs from the batch, and reads no teacher weights (`tools/aot_compile` adds
+      the teacher's forward pass with abstract parameters, `teacher.steps_with_teacher`).
   """
   trainer = settings.trainer
   task = make_task(settings, data)
@@ -139,7 +142,7 @@ def build_training(settings: RunSettings, mesh, data=None) -> Training:
     init_memory=init_memory,
     init_eval_memory=init_eval_memory,
   )
-  if trainer.task == names.DISTILLATION:
+  if trainer.task == names.DISTILLATION and load_teacher:
     return teacher_lib.attach(training, settings, mesh)
   return training
 

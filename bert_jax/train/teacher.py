@@ -5,8 +5,10 @@
 - the teacher's parameters are restored once into the mesh with the same logical-axis rules
   as the student's (FSDP / tensor shards apply to it too), and are never in the train state,
   the optimizer state or a checkpoint;
-- each train / eval step first runs the teacher's jitted forward pass on the batch and adds
-  its outputs to the batch the student's ordinary step receives;
+- each train / eval step is one jitted program that first runs the teacher's forward pass on
+  the batch and adds its outputs to the batch the student's ordinary step receives; the
+  teacher's parameters are its argument (`steps_with_teacher`, which `tools/aot_compile`
+  compiles with `abstract_params`: shapes from the teacher's config.json, no weights read);
 - the checkpoint records the teacher's identity (its checkpoint path and a fingerprint of its
   parameter values), and resuming with another teacher is an error (`Checkpointer`);
 - with ``distillation.student_init=every_other_layer`` a fresh student starts from the
@@ -29,6 +31,7 @@ from etils import epath
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import sharding
+from bert_jax.tasks.distillation import no_checkpoint_error
 
 # A teacher needs the parameters of its encoder and its masked-LM head; other heads of its
 # pretraining model (NSP) are not used and may be absent (converted *ForMaskedLM models).
@@ -64,21 +67,42 @@ def _stored_shapes(step_dir: epath.Path) -> dict:
   return {path: tuple(leaf.shape) for path, leaf in _flat(metadata["params"]).items()}
 
 
-def load_params(task, mesh, rules):
-  """The teacher's parameters, restored straight into their shardings on ``mesh``.
-
-  Raises:
-    UserInputError: the checkpoint lacks encoder / MLM-head parameters the teacher's config
-      implies, or holds them in another shape.
-  """
-  teacher = task.teacher
-  ids = jnp.zeros((1, 2), jnp.int32)
+def _shapes_and_shardings(task, mesh, rules):
+  """(ShapeDtypeStructs, NamedShardings) of the teacher's parameters, from its config."""
+  ids = np.zeros((1, 2), np.int32)  # Host data: under an AOT compile's mesh nothing runs.
   model = task.teacher_model()
   boxed = jax.eval_shape(
     lambda: model.init({"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids)
   )["params"]
-  shardings = sharding.logical_shardings(boxed, mesh, rules)
-  wanted = _flat(sharding.strip_boxes(boxed))
+  return sharding.strip_boxes(boxed), sharding.logical_shardings(boxed, mesh, rules)
+
+
+def abstract_params(task, mesh, rules):
+  """The teacher's parameters as ShapeDtypeStructs carrying their shardings, and the shardings.
+
+  Only the teacher's config is read (no checkpoint): what an ahead-of-time compile passes.
+  """
+  shapes, shardings = _shapes_and_shardings(task, mesh, rules)
+  abstract = jax.tree.map(
+    lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
+    shapes,
+    shardings,
+  )
+  return abstract, shardings
+
+
+def load_params(task, mesh, rules):
+  """The teacher's parameters, restored straight into their shardings on ``mesh``.
+
+  Raises:
+    UserInputError: the teacher has no checkpoint (only a config.json), or its checkpoint lacks
+      encoder / MLM-head parameters the teacher's config implies, or holds them in another shape.
+  """
+  teacher = task.teacher
+  if teacher.step_dir is None:
+    raise no_checkpoint_error(task.settings.teacher)
+  shapes, shardings = _shapes_and_shardings(task, mesh, rules)
+  wanted = _flat(shapes)
   step_dir = epath.Path(teacher.step_dir)
   stored = _stored_shapes(step_dir)
   problems = [
@@ -210,6 +234,48 @@ def _student_init(teacher_params, teacher_layers: int, abstract_params, params_s
   return init_overlay
 
 
+def steps_with_teacher(training, teacher_shardings, mesh, batch_size: int):
+  """The student's train and eval steps, each one program with the teacher's forward pass.
+
+  Args:
+    training: the student's `setup.Training` (its steps read the teacher's outputs from the
+      batch).
+    teacher_shardings: the teacher's parameter shardings (`load_params`, `abstract_params`).
+    mesh: the device mesh.
+    batch_size: the global batch size.
+
+  Returns:
+    (train_step(state, batch, teacher_params, rng) -> (state, metric sums) with the state
+    donated, eval_step(params, batch, teacher_params, rng) -> metric sums), jitted; ``batch``
+    holds the data pipeline's keys.
+  """
+  task = training.task
+  batch_shardings = {
+    k: sharding.batch_sharding(mesh, v.ndim) for k, v in task.data_example_batch(batch_size).items()
+  }
+  replicated = sharding.replicated(mesh)
+
+  def with_outputs(batch, teacher_params):
+    return {**batch, **task.teacher_outputs(teacher_params, batch)}
+
+  train_step = jax.jit(
+    lambda state, batch, teacher_params, rng: training.train_step(
+      state, with_outputs(batch, teacher_params), rng
+    ),
+    in_shardings=(training.state_shardings, batch_shardings, teacher_shardings, replicated),
+    out_shardings=(training.state_shardings, replicated),
+    donate_argnums=0,
+  )
+  eval_step = jax.jit(
+    lambda params, batch, teacher_params, rng: training.eval_step(
+      params, with_outputs(batch, teacher_params), rng
+    ),
+    in_shardings=(training.state_shardings.params, batch_shardings, teacher_shardings, replicated),
+    out_shardings=replicated,
+  )
+  return train_step, eval_step
+
+
 def attach(training, settings, mesh):
   """The distillation form of ``training`` (a `setup.Training` of the distillation task).
 
@@ -232,24 +298,15 @@ def attach(training, settings, mesh):
   logging.info(
     "distillation teacher %s (fingerprint %s)", identity["path"], identity["fingerprint"]
   )
-  batch_size = settings.trainer.global_batch_size
-  data_example = task.data_example_batch(batch_size)
-  full_example = task.example_batch(batch_size)
-  to_shardings = lambda example: {
-    k: sharding.batch_sharding(mesh, v.ndim) for k, v in example.items()
-  }
-  outputs_shardings = {k: v for k, v in to_shardings(full_example).items() if k not in data_example}
-  teacher_step = jax.jit(
-    task.teacher_outputs,
-    in_shardings=(teacher_shardings, to_shardings(data_example)),
-    out_shardings=outputs_shardings,
+  train_with_teacher, eval_with_teacher = steps_with_teacher(
+    training, teacher_shardings, mesh, settings.trainer.global_batch_size
   )
 
   def train_step(state, batch, rng):
-    return training.train_step(state, {**batch, **teacher_step(teacher_params, batch)}, rng)
+    return train_with_teacher(state, batch, teacher_params, rng)
 
   def eval_step(params, batch, rng):
-    return training.eval_step(params, {**batch, **teacher_step(teacher_params, batch)}, rng)
+    return eval_with_teacher(params, batch, teacher_params, rng)
 
   init_overlay = None
   if settings.distillation.student_init == "every_other_layer":

@@ -1,0 +1,142 @@
+"""What `tools/aot_compile` compiles, and its cost counted through loops.
+
+The step is the run's jitted train step traced with abstract arguments carrying their
+shardings (`step_and_inputs`); for ``task=distillation`` it is the one program of the teacher's
+forward pass and the student's step, the teacher's parameters abstract (their shapes from its
+config.json).
+
+XLA's cost analysis counts the body of a loop once. When the compiled step has loops (scanned
+layers, gradient accumulation, the windowed einsums XLA makes for FSDP), its FLOPs and bytes
+come from the same step compiled unrolled at 1 and 2 layers on one micro-batch with windowed
+einsums off (a distillation teacher unrolled whole): per layer = the difference, times the
+layers, times the micro-batches (exact for FLOPs; the optimizer update is counted once per
+micro-batch, a negligible excess).
+"""
+
+import dataclasses
+import re
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+
+# For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops.
+_NO_WINDOWED_EINSUM = {
+  "xla_tpu_enable_windowed_einsum_for_all_gather": False,
+  "xla_tpu_enable_windowed_einsum_for_reduce_scatter": False,
+}
+
+
+def abstract_batch(example, mesh):
+  """ShapeDtypeStructs with batch shardings for ``example``'s arrays."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+
+  return {
+    k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding.batch_sharding(mesh, v.ndim))
+    for k, v in example.items()
+  }
+
+
+def step_and_inputs(training, settings, mesh, unscanned_teacher: bool):
+  """(jitted train step, its abstract arguments with shardings): nothing is allocated.
+
+  The arguments are (state, batch, rng), for distillation (state, batch, teacher params, rng)
+  with the teacher's layers unscanned when ``unscanned_teacher`` (for the cost compiles).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import teacher as teacher_lib  # pylint: disable=g-import-not-at-top
+
+  batch_size = settings.trainer.global_batch_size
+  key = jax.eval_shape(lambda: jax.random.key(0))
+  rng = jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=sharding.replicated(mesh))
+  task = training.task
+  if settings.trainer.task != names.DISTILLATION:
+    batch = abstract_batch(task.example_batch(batch_size), mesh)
+    return training.train_step, (training.abstract_state, batch, rng)
+  if unscanned_teacher:
+    teacher = task.teacher
+    model = dataclasses.replace(teacher.model, scan_layers=False)
+    task = dataclasses.replace(task, teacher=dataclasses.replace(teacher, model=model))
+    training = dataclasses.replace(training, task=task)
+  teacher_params, teacher_shardings = teacher_lib.abstract_params(
+    task, mesh, settings.mesh.logical_axis_rules
+  )
+  step, _ = teacher_lib.steps_with_teacher(training, teacher_shardings, mesh, batch_size)
+  batch = abstract_batch(task.data_example_batch(batch_size), mesh)
+  return step, (training.abstract_state, batch, teacher_params, rng)
+
+
+def compile_step(settings, mesh, compiler_options=None, unscanned_teacher=False):
+  """(compiled train step or None, compiler's out-of-memory line, training) for ``mesh``."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
+
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh, load_teacher=False)
+    step, inputs = step_and_inputs(training, settings, mesh, unscanned_teacher)
+    lowered = step.lower(*inputs)
+  try:
+    return lowered.compile(compiler_options=compiler_options), "", training
+  except jax.errors.JaxRuntimeError as error:
+    if "RESOURCE_EXHAUSTED" not in str(error):
+      raise
+    first_line = str(error).strip().splitlines()[0]
+    return None, first_line.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().rstrip("."), training
+
+
+def cost(compiled) -> tuple:
+  """(FLOPs, bytes accessed, has loops) per device of one compiled program."""
+  analysis = compiled.cost_analysis()
+  if isinstance(analysis, (list, tuple)):
+    analysis = analysis[0]
+  has_loops = re.search(r"\bwhile\(", compiled.as_text()) is not None
+  return float(analysis["flops"]), float(analysis["bytes accessed"]), has_loops
+
+
+def unrolled(settings, num_layers: int):
+  """The same step with ``num_layers`` unscanned layers on one micro-batch, no accumulation."""
+  trainer = settings.trainer
+  micro_batch = trainer.global_batch_size // trainer.gradient_accumulation_steps
+  return dataclasses.replace(
+    settings,
+    model=dataclasses.replace(settings.model, num_layers=num_layers, scan_layers=False),
+    trainer=dataclasses.replace(
+      trainer, global_batch_size=micro_batch, gradient_accumulation_steps=1
+    ),
+  )
+
+
+def step_cost(settings, mesh, compiled) -> dict:
+  """FLOPs and bytes accessed per device per step, with where they came from."""
+  flops, bytes_accessed, has_loops = cost(compiled)
+  if not has_loops:
+    return {
+      "flops": flops,
+      "bytes_accessed": bytes_accessed,
+      "source": "compiled step",
+      "lower_bound": False,
+    }
+  costs = []
+  for num_layers in (1, 2):
+    compiled_layers, oom, _ = compile_step(
+      unrolled(settings, num_layers), mesh, _NO_WINDOWED_EINSUM, unscanned_teacher=True
+    )
+    if compiled_layers is None:
+      raise UserInputError(
+        f"the {num_layers}-layer step compiled for its cost ran out of memory: {oom}"
+      )
+    costs.append(cost(compiled_layers))
+  (flops_1, bytes_1, loops_1), (flops_2, bytes_2, loops_2) = costs
+  layers = settings.model.num_layers
+  accumulation = settings.trainer.gradient_accumulation_steps
+  return {
+    "flops": accumulation * (flops_1 + (layers - 1) * (flops_2 - flops_1)),
+    "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
+    "source": "unrolled 1- and 2-layer compiles, extrapolated",
+    # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
+    "lower_bound": loops_1 or loops_2,
+  }
