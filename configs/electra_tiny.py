@@ -25,6 +25,9 @@ def get_config(arg=None):
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
   config.model.max_position_embeddings = 128
   config.data.objective = "none"  # ELECTRA has no sentence-level head.
+  # ELECTRA's generator input: 85% [MASK], 15% the original token, no random tokens.
+  config.data.mask_token_prob = 0.85
+  config.data.random_token_prob = 0.0
   config.data.max_seq_length = 128
   config.data.max_predictions_per_seq = 20
   config.optimizer.learning_rate = 1e-3  # Small models take a larger step.
