@@ -113,6 +113,33 @@ def test_labels_mark_exactly_the_sampled_tokens_that_differ(batch_and_params):
         assert boosted_labels[row, p] == int(original != first_ids)
 
 
+def test_sampling_temperature_divides_the_generator_logits(batch_and_params):
+  batch, params = batch_and_params
+  first_id = int(np.asarray(batch["masked_lm_ids"])[0, 0])
+  favoured = jax.tree.map(lambda x: x, params)
+  favoured["generator_head"]["output_bias"] = jnp.zeros(CONFIG.vocab_size).at[first_id].set(2.0)
+  positions = np.asarray(batch["masked_lm_positions"])
+  real = np.asarray(batch["masked_lm_weights"]) > 0
+  # A generator that always sampled `first_id` replaces exactly the other tokens.
+  expected = (np.asarray(batch["masked_lm_ids"]) != first_id)[real]
+
+  def labels(temperature):
+    options = electra_config.ElectraOptions(sampling_temperature=temperature)
+    model = ElectraForPreTraining(dataclasses.replace(CONFIG, electra=options))
+    outputs = model.apply(
+      {"params": favoured}, *TASK.model_inputs(batch), rngs={"sampling": jax.random.key(1)}
+    )
+    return np.take_along_axis(np.asarray(outputs["rtd_labels"]), positions, 1)[real]
+
+  # Cold, the favoured token (bias 2 / 0.01 = 200) is every sample; at the paper's 1 it is not.
+  np.testing.assert_array_equal(labels(0.01), expected)
+  assert not np.array_equal(labels(1.0), expected)
+  with pytest.raises(UserInputError, match=r"model.electra.sampling_temperature=0.0 must be > 0"):
+    model_config_from_dict(
+      {"size": "tiny", "family": "electra", "electra": {"sampling_temperature": 0.0}}
+    )
+
+
 def test_no_gradient_flows_through_the_sampling(batch_and_params):
   batch, params = batch_and_params
 
