@@ -21,6 +21,9 @@ def get_config(arg=None):
   config.model.electra.generator_fraction = 1 / 3  # Generator H=256, A=4, intermediate 1024.
   config.model.electra.rtd_weight = 50.0  # The paper's lambda.
   config.data.objective = "none"  # No sentence-level task.
+  # ELECTRA's generator input: 85% [MASK], 15% the original token, no random tokens.
+  config.data.mask_token_prob = 0.85
+  config.data.random_token_prob = 0.0
   config.data.max_seq_length = 512
   config.data.max_predictions_per_seq = 80  # 15% of 512, rounded up as BERT's recipe does.
   config.optimizer.learning_rate = 2e-4

@@ -24,6 +24,9 @@ def get_config(arg=None):
   config.model.electra.generator_fraction = 0.25  # Generator H=64, A=1, intermediate 256.
   config.model.electra.rtd_weight = 50.0  # The paper's lambda.
   config.data.objective = "none"  # No sentence-level task.
+  # ELECTRA's generator input: 85% [MASK], 15% the original token, no random tokens.
+  config.data.mask_token_prob = 0.85
+  config.data.random_token_prob = 0.0
   config.data.max_seq_length = 128
   config.data.max_predictions_per_seq = 20  # 15% of 128.
   config.optimizer.learning_rate = 5e-4

@@ -4,6 +4,12 @@
 
 Running the same command again resumes from the last checkpoint in the workdir. Fine-tune the
 discriminator with ``--config.init_from=/tmp/electra_tiny`` on a fine-tuning config.
+
+What to expect: the generator learns the corpus's unigram distribution within ~200 steps, and
+a replacement drawn from it can only be told from the original by context, which this 2-layer
+discriminator does not learn in 2,000 steps: rtd_accuracy stays at rtd_baseline_accuracy
+(precision ~0.8 at ~0.2% recall; README, Measured numbers). With near-uniform samples
+(``--config.model.electra.sampling_temperature=100``) it beats the baseline within 300 steps.
 """
 
 from bert_jax.default_config import base_config
@@ -25,6 +31,9 @@ def get_config(arg=None):
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
   config.model.max_position_embeddings = 128
   config.data.objective = "none"  # ELECTRA has no sentence-level head.
+  # ELECTRA's generator input: 85% [MASK], 15% the original token, no random tokens.
+  config.data.mask_token_prob = 0.85
+  config.data.random_token_prob = 0.0
   config.data.max_seq_length = 128
   config.data.max_predictions_per_seq = 20
   config.optimizer.learning_rate = 1e-3  # Small models take a larger step.

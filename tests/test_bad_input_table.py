@@ -118,6 +118,8 @@ CASES = [
   ("negative_warmup", MAIN, lambda p: [TINY, "--config.optimizer.warmup_steps=-5"], "warmup_steps=-5"),
   ("beta_one", MAIN, lambda p: [TINY, "--config.optimizer.b2=1.0"], "optimizer.b2=1.0 must be in [0, 1)"),
   ("mask_prob", MAIN, lambda p: [TINY, "--config.data.mask_prob=1.5"], "data.mask_prob is 1.5"),
+  ("mask_token_prob", MAIN, lambda p: [TINY, "--config.data.mask_token_prob=0.95"], "data.mask_token_prob=0.95 and data.random_token_prob=0.1"),
+  ("sampling_temperature", MAIN, lambda p: [TINY, "--config.model.family=electra", "--config.model.electra.sampling_temperature=0.0"], "sampling_temperature=0.0 must be > 0"),
   ("dropout", MAIN, lambda p: [TINY, "--config.model.hidden_dropout_rate=1.0"], "hidden_dropout_rate=1.0"),
   ("short_seq_prob", MAIN, lambda p: [TINY, "--config.data.short_seq_prob=-0.1"], "short_seq_prob is -0.1"),
   ("zero_steps", MAIN, lambda p: [TINY, "--config.num_train_steps=0"], "num_train_steps=0"),

@@ -12,7 +12,7 @@ from bert_jax.models import electra_config
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.electra import ElectraForPreTraining
 from bert_jax.tasks import electra_pretraining
-from tests import run_helpers
+from tests import helpers, run_helpers
 
 CONFIG = ModelConfig(
   family="electra",
@@ -36,6 +36,25 @@ def batch_and_params():
   inputs = TASK.model_inputs(batch)
   params = jax.jit(ElectraForPreTraining(CONFIG).init)(jax.random.key(0), *inputs)["params"]
   return batch, params
+
+
+@pytest.fixture(scope="module")
+def single_device_step():
+  return helpers.one_train_step(_sharding_config(**{"mesh.data": 1}), jax.devices()[:1])
+
+
+def _sharding_config(**overrides):
+  """`helpers.small_config` as ELECTRA: discriminator H=128 A=4 E=64, generator H=32 A=4."""
+  return helpers.small_config(
+    **{
+      "model.family": "electra",
+      "model.embedding_size": 64,
+      # Four generator heads (the fraction gives one) so mesh.tensor=4 splits them too.
+      "model.electra.generator_num_heads": 4,
+      "data.objective": "none",
+      **overrides,
+    }
+  )
 
 
 @jax.jit
@@ -92,6 +111,33 @@ def test_labels_mark_exactly_the_sampled_tokens_that_differ(batch_and_params):
     for p, w, original in zip(positions[row], weights[row], originals[row]):
       if w > 0:
         assert boosted_labels[row, p] == int(original != first_ids)
+
+
+def test_sampling_temperature_divides_the_generator_logits(batch_and_params):
+  batch, params = batch_and_params
+  first_id = int(np.asarray(batch["masked_lm_ids"])[0, 0])
+  favoured = jax.tree.map(lambda x: x, params)
+  favoured["generator_head"]["output_bias"] = jnp.zeros(CONFIG.vocab_size).at[first_id].set(2.0)
+  positions = np.asarray(batch["masked_lm_positions"])
+  real = np.asarray(batch["masked_lm_weights"]) > 0
+  # A generator that always sampled `first_id` replaces exactly the other tokens.
+  expected = (np.asarray(batch["masked_lm_ids"]) != first_id)[real]
+
+  def labels(temperature):
+    options = electra_config.ElectraOptions(sampling_temperature=temperature)
+    model = ElectraForPreTraining(dataclasses.replace(CONFIG, electra=options))
+    outputs = model.apply(
+      {"params": favoured}, *TASK.model_inputs(batch), rngs={"sampling": jax.random.key(1)}
+    )
+    return np.take_along_axis(np.asarray(outputs["rtd_labels"]), positions, 1)[real]
+
+  # Cold, the favoured token (bias 2 / 0.01 = 200) is every sample; at the paper's 1 it is not.
+  np.testing.assert_array_equal(labels(0.01), expected)
+  assert not np.array_equal(labels(1.0), expected)
+  with pytest.raises(UserInputError, match=r"model.electra.sampling_temperature=0.0 must be > 0"):
+    model_config_from_dict(
+      {"size": "tiny", "family": "electra", "electra": {"sampling_temperature": 0.0}}
+    )
 
 
 def test_no_gradient_flows_through_the_sampling(batch_and_params):
@@ -195,4 +241,30 @@ def test_parameter_counts_equal_hugging_face_at_the_small_widths():
   shared = count(shapes["bert"]["embeddings"])
   assert count(shapes["generator"]) + count(shapes["generator_head"]) + shared == hf(
     transformers.ElectraForMaskedLM, gen
+  )
+
+
+@pytest.mark.parametrize(
+  "axes",
+  [{"mesh.data": 2, "mesh.tensor": 4}, {"mesh.data": 1, "mesh.fsdp": 8}],
+  ids=["data2xtensor4", "fsdp8"],
+)
+def test_sharded_step_equals_single_device(single_device_step, axes):
+  init_1, params_1, metrics_1, _ = single_device_step
+  init_8, params_8, metrics_8, specs = helpers.one_train_step(
+    _sharding_config(**axes), jax.devices()
+  )
+  sharded = [spec for spec in specs if any(axis is not None for axis in spec)]
+  assert sharded, "nothing was sharded"
+  jax.tree.map(np.testing.assert_array_equal, init_1, init_8)
+  # The generator drew the same tokens on every mesh: the same positions were replaced and the
+  # discriminator was right on the same ones (counts, exactly).
+  for key in ("rtd_replaced", "rtd_correct", "rtd_predicted_replaced", "mlm_accuracy"):
+    assert metrics_8[key] == metrics_1[key], key
+  assert 0 < metrics_1["rtd_replaced"] < metrics_1["rtd_tokens"]
+  for key in ("mlm_loss", "rtd_loss", "grad_norm"):
+    np.testing.assert_allclose(metrics_8[key], metrics_1[key], rtol=2e-5, err_msg=key)
+  assert {"bert", "generator", "generator_head", "discriminator_head"} == set(params_1)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params_8, params_1
   )

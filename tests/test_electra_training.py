@@ -1,5 +1,6 @@
-"""ELECTRA on the trainer: the two-model state resumes exactly, and fine-tuning through the GLUE
-classification task starts from the discriminator of an ELECTRA workdir."""
+"""ELECTRA on the trainer: the discriminator learns to spot detectable replacements, the
+two-model state resumes exactly, and fine-tuning through the GLUE classification task starts
+from the discriminator of an ELECTRA workdir."""
 
 import json
 import shutil
@@ -22,27 +23,25 @@ MODEL = {
 STEPS = 8
 
 
-def _pretraining_config():
-  return finetune_fixtures.set_keys(
-    base_config(),
-    dict(
-      MODEL,
-      num_train_steps=STEPS,
-      global_batch_size=8,
-      log_every_steps=1,
-      eval_every_steps=STEPS,
-      checkpoint_every_steps=STEPS // 2,
-      peak_flops_per_device=1e12,  # MFU's denominator without measuring the host's peak.
-      **{
-        "data.objective": "none",
-        "data.max_seq_length": 32,
-        "data.max_predictions_per_seq": 5,
-        "data.num_eval_examples": 16,
-        "optimizer.learning_rate": 1e-3,
-        "optimizer.warmup_steps": 2,
-      },
-    ),
+def _pretraining_config(steps=STEPS, **overrides):
+  keys = dict(
+    MODEL,
+    num_train_steps=steps,
+    global_batch_size=8,
+    log_every_steps=1,
+    eval_every_steps=steps,
+    checkpoint_every_steps=steps // 2,
+    peak_flops_per_device=1e12,  # MFU's denominator without measuring the host's peak.
+    **{
+      "data.objective": "none",
+      "data.max_seq_length": 32,
+      "data.max_predictions_per_seq": 5,
+      "data.num_eval_examples": 16,
+      "optimizer.learning_rate": 1e-3,
+      "optimizer.warmup_steps": 2,
+    },
   )
+  return finetune_fixtures.set_keys(base_config(), {**keys, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +121,31 @@ def test_glue_classification_fine_tunes_from_the_discriminator(electra_workdir, 
   # The trunk started from the discriminator: its embeddings and projection were restored.
   restored = run_helpers.restore_params(tmp_path / "mrpc", steps)
   assert "bert/embeddings_project/kernel" in restored and "classifier/kernel" in restored
+
+
+def test_discriminator_learns_to_spot_detectable_replacements(tmp_path):
+  """The whole loop (sampling, corrupted input, labels, RTD loss, updates) teaches the
+  discriminator: with near-uniform samples (temperature 100) it beats the all-original
+  baseline within 300 steps. At the paper's temperature 1 the tiny generator matches the
+  corpus's unigram distribution within ~200 steps, and this 2-layer discriminator then stays
+  at the baseline for thousands of steps (README, Measured numbers)."""
+  steps = 300
+  config = _pretraining_config(
+    steps,
+    **{
+      "global_batch_size": 16,
+      "log_every_steps": 50,
+      "data.max_seq_length": 64,
+      "data.max_predictions_per_seq": 10,
+      "data.mask_token_prob": 0.85,  # ELECTRA's masking: [MASK] or the original token.
+      "data.random_token_prob": 0.0,
+      "optimizer.warmup_steps": 20,
+      "model.electra.sampling_temperature": 100.0,
+    },
+  )
+  train_and_evaluate(config, str(tmp_path))
+  first, *_, last = run_helpers.read_metrics(tmp_path)
+  assert first["rtd_accuracy"] <= first["rtd_baseline_accuracy"], first
+  # Measured: accuracy 0.871 vs 0.859, precision 0.62, recall 0.22 over steps 251-300.
+  assert last["rtd_accuracy"] > last["rtd_baseline_accuracy"] + 0.005, last
+  assert last["rtd_precision"] > 0.55 and last["rtd_recall"] > 0.1, last

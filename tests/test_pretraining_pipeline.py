@@ -95,6 +95,26 @@ def test_batches_are_masked_sentence_pairs(data):
   assert 0.3 < got["next_sentence_labels"].mean() < 0.7
 
 
+def test_electra_masking_shows_mask_or_the_original_never_a_random_token(small_corpus_path):
+  config = dataclasses.replace(
+    CONFIG,
+    corpus_paths=(small_corpus_path,),
+    eval_fraction=0.2,
+    mask_token_prob=0.85,
+    random_token_prob=0.0,
+  )
+  data = pretraining_pipeline.PretrainingData(config)
+  batches = take(data.batches(split="train", seed=4, global_batch_size=64), 4)
+  unmasked = data.train_examples(4).examples(np.arange(4 * 64))["input_ids"]
+  got = {key: np.concatenate([b[key] for b in batches]) for key in KEYS}
+  real = got["masked_lm_weights"] > 0
+  shown = np.take_along_axis(got["input_ids"], got["masked_lm_positions"], 1)[real]
+  original = np.take_along_axis(unmasked, got["masked_lm_positions"], 1)[real]
+  is_mask = shown == data.tokenizer.special_ids.mask
+  assert real.sum() > 1000 and np.all(is_mask | (shown == original))
+  assert abs(is_mask.mean() - 0.85) < 0.03  # BERT's 0.8 is outside; ELECTRA's 15% stay.
+
+
 def test_deterministic_for_a_seed(data):
   def first_batches(seed):
     return take(data.batches(split="train", seed=seed, global_batch_size=8), 3)
@@ -239,6 +259,8 @@ def test_bad_config_values():
     r"'token', 'whole_word'\]",
   ):
     pretraining_config.PretrainingDataConfig(masking="spans")
+  with pytest.raises(ValueError, match=r"data.mask_token_prob=0.9 and data.random_token_prob=0.2"):
+    pretraining_config.PretrainingDataConfig(mask_token_prob=0.9, random_token_prob=0.2)
   with pytest.raises(ValueError, match=r"eval_fraction is 1.0"):
     pretraining_config.PretrainingDataConfig(eval_fraction=1.0)
 

@@ -9,7 +9,8 @@ Masking is two steps, so strategies can be added next to each other:
 1. a *position strategy* picks which positions to predict (``token``, ``whole_word`` or
    ``span``, see ``mask_positions.POSITION_STRATEGIES``);
 2. ``replace_chosen_tokens`` applies BERT's 80/10/10 rule to those positions: 80% become
-   [MASK], 10% a random ordinary token, 10% stay as they are.
+   [MASK], 10% a random ordinary token, 10% stay as they are (``mask_token_prob`` and
+   ``random_token_prob``; ELECTRA's generator sees 85% [MASK], 15% kept, no random tokens).
 """
 
 import dataclasses
@@ -123,7 +124,7 @@ def gather_chosen_positions(chosen_L, max_predictions_per_seq):
 
 
 def replace_chosen_tokens(input_ids_L, positions_P, weights_P, seed, config):
-  """BERT's 80/10/10 replacement at the chosen positions.
+  """BERT's 80/10/10 replacement (or the config's shares) at the chosen positions.
 
   Args:
     input_ids_L: int32 [L] original ids.

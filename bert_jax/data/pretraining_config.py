@@ -30,6 +30,14 @@ class PretrainingDataConfig:
     20, help="Masked-LM prediction slots per sequence (BERT: 20 at length 128, 80 at 512)."
   )
   mask_prob: float = option(0.15, help="Share of tokens chosen for MLM.")
+  mask_token_prob: float = option(
+    0.8, help="Share of chosen tokens shown as [MASK] (BERT: 0.8; ELECTRA: 0.85)."
+  )
+  random_token_prob: float = option(
+    0.1,
+    help="Share of chosen tokens shown as a random token; the rest stay as they are "
+    "(BERT: 0.1; ELECTRA: 0, its generator sees [MASK] or the original).",
+  )
   short_seq_prob: float = option(0.1, help="Share of sequences made shorter than the maximum.")
   eval_fraction: float = option(
     0.05, help="Share of documents held out for eval (independent of the seed); 0 = none."
@@ -85,6 +93,13 @@ class PretrainingDataConfig:
       )
     if not 0.0 < self.mask_prob <= 1.0:
       raise UserInputError(f"data.mask_prob is {self.mask_prob}; it must be in (0, 1] (BERT: 0.15)")
+    if min(self.mask_token_prob, self.random_token_prob) < 0 or (
+      self.mask_token_prob + self.random_token_prob > 1.0
+    ):
+      raise UserInputError(
+        f"data.mask_token_prob={self.mask_token_prob} and data.random_token_prob="
+        f"{self.random_token_prob} must be >= 0 and sum to at most 1 (BERT: 0.8 and 0.1)"
+      )
     if not 0.0 <= self.eval_fraction < 1.0:
       raise UserInputError(f"data.eval_fraction is {self.eval_fraction}; it must be in [0, 1)")
     if not 0.0 <= self.short_seq_prob <= 1.0:

@@ -90,6 +90,8 @@ class PretrainingData:
       special_ids=self.tokenizer.special_ids,
       random_token_low=self.tokenizer.first_regular_id,
       strategy=config.masking,
+      mask_token_prob=config.mask_token_prob,
+      random_token_prob=config.random_token_prob,
       continuation=tuple(self.tokenizer.is_continuation().tolist()),
       span_geometric_p=config.span_geometric_p,
       max_span_length=config.max_span_length,

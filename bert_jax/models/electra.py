@@ -143,11 +143,12 @@ class ElectraForPreTraining(nn.Module):
   """Generator and discriminator trained jointly (replaced-token detection).
 
   Called with the masked positions, their original ids and weights (training), the generator
-  predicts the masked tokens, tokens are sampled from its softmax (no gradient flows through
-  the sampling) and written into the sequence, and the discriminator labels every position
-  as original or replaced. Called with only the first three arguments (inspection and the
-  Hugging Face equivalence tests), both models read the same ``input_ids``: the generator's
-  logits at every position and the discriminator's logits come back without sampling.
+  predicts the masked tokens, tokens are sampled from its softmax at
+  ``model.electra.sampling_temperature`` (no gradient flows through the sampling) and written
+  into the sequence, and the discriminator labels every position as original or replaced.
+  Called with only the first three arguments (inspection and the Hugging Face equivalence
+  tests), both models read the same ``input_ids``: the generator's logits at every position
+  and the discriminator's logits come back without sampling.
   """
 
   config: ModelConfig
@@ -179,8 +180,9 @@ class ElectraForPreTraining(nn.Module):
 
     g_BPG = jnp.take_along_axis(g_BLG, masked_lm_positions_BP[:, :, None], axis=1)
     mlm_logits_BPV = gen_head(g_BPG, bert.attend)
+    temperature = self.config.electra.sampling_temperature
     sampled_BP = jax.random.categorical(
-      self.make_rng(SAMPLING_RNG), jax.lax.stop_gradient(mlm_logits_BPV), axis=-1
+      self.make_rng(SAMPLING_RNG), jax.lax.stop_gradient(mlm_logits_BPV) / temperature, axis=-1
     )
     # The generator saw [MASK] (or a random / kept token) at the predicted positions; the
     # discriminator sees the sample there and the original token everywhere else.

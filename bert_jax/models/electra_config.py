@@ -30,6 +30,18 @@ class ElectraOptions:
   rtd_weight: float = option(
     50.0, help="Lambda of loss = MLM + lambda * replaced-token-detection loss (paper: 50)."
   )
+  sampling_temperature: float = option(
+    1.0,
+    help="The generator's logits are divided by it before sampling (the original code's "
+    "temperature; paper: 1). Above 1, rarer tokens are sampled: an easier task.",
+  )
+
+  def __post_init__(self):
+    if not self.sampling_temperature > 0:
+      raise UserInputError(
+        f"model.electra.sampling_temperature={self.sampling_temperature} must be > 0 "
+        "(the paper samples at 1)"
+      )
 
 
 def generator_config(config):
