@@ -103,8 +103,12 @@ class SelfAttention(nn.Module):
       query_BLHD = nn.with_logical_constraint(
         query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
       )
-      if kind == "dense":
-        dropout_active = not self.deterministic and config.attention_dropout_rate > 0
+      dropout_active = not self.deterministic and config.attention_dropout_rate > 0
+      # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py).
+      keep_probs = self.is_mutable_collection("intermediates")
+      if kind == "dense" and not (dropout_active or keep_probs):
+        out_BLHD = dense.dense_attention_vjp(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
+      elif kind == "dense":
         out_BLHD, probs_BHQK = dense.dense_attention(
           query_BLHD,
           key_BLHD,
@@ -115,7 +119,6 @@ class SelfAttention(nn.Module):
           deterministic=not dropout_active,
           return_probs=True,
         )
-        # Stored only where the caller makes "intermediates" mutable (tools/embed.py).
         self.sow("intermediates", "attention_probs", probs_BHQK)
       elif kind == "fused":
         out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)

@@ -1,0 +1,82 @@
+"""The hand-written backward of dense attention equals autodiff of the reference kernel."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bert_jax.models.attention import dense
+from bert_jax.models.attention.layer import SelfAttention
+from bert_jax.models.config import ModelConfig
+
+BATCH, LENGTH, HEADS, HEAD_DIM = 3, 40, 2, 16
+
+
+def _segment_ids():
+  """Padding, packed documents, and a row of padding only (every logit of a query masked)."""
+  ids = np.zeros((BATCH, LENGTH), np.int32)
+  ids[0, :25] = 1  # One document, then padding.
+  ids[1, :10], ids[1, 10:33] = 1, 2  # Two packed documents, then padding.
+  return jnp.asarray(ids)  # Row 2 is all padding.
+
+
+def _inputs(dtype):
+  keys = jax.random.split(jax.random.key(0), 4)
+  shape = (BATCH, LENGTH, HEADS, HEAD_DIM)
+  qkv = tuple(2 * jax.random.normal(k, shape, jnp.float32).astype(dtype) for k in keys[:3])
+  # Weights on every position, padding included, so fully masked rows are differentiated too.
+  return qkv, jax.random.normal(keys[3], shape, jnp.float32)
+
+
+@pytest.mark.parametrize("dtype, tol", [(jnp.float32, 2e-6), (jnp.bfloat16, 2e-2)])
+def test_output_and_gradients_match_autodiff_of_the_reference(dtype, tol):
+  qkv, weights = _inputs(dtype)
+  segment_ids_BL = _segment_ids()
+
+  def loss(fn, *qkv):
+    return jnp.sum(fn(*qkv, segment_ids_BL).astype(jnp.float32) * weights)
+
+  grad = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3)), static_argnums=0)
+  want_loss, want = grad(dense.dense_attention, *qkv)
+  got_loss, got = grad(dense.dense_attention_vjp, *qkv)
+  np.testing.assert_array_equal(
+    np.asarray(dense.dense_attention_vjp(*qkv, segment_ids_BL), np.float32),
+    np.asarray(dense.dense_attention(*qkv, segment_ids_BL), np.float32),
+  )
+  np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=1e-6)
+  for name, g, w in zip("qkv", got, want):
+    assert g.dtype == dtype, name
+    g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
+    np.testing.assert_allclose(g, w, atol=tol * np.abs(w).max(), err_msg=name)
+
+
+def test_layer_trains_through_the_custom_backward_and_keeps_probabilities_on_request():
+  config = ModelConfig(
+    hidden_size=HEADS * HEAD_DIM,
+    num_heads=HEADS,
+    num_layers=1,
+    intermediate_size=64,
+    attention_dropout_rate=0.0,
+    attention_kind="dense",
+    max_position_embeddings=LENGTH,
+  )
+  layer = SelfAttention(config, deterministic=False)
+  x_BLD = jax.random.normal(jax.random.key(1), (BATCH, LENGTH, HEADS * HEAD_DIM))
+  segment_ids_BL = _segment_ids()
+  params = layer.init(jax.random.key(2), x_BLD, segment_ids_BL)
+
+  def loss(params, mutable):
+    out, state = layer.apply(params, x_BLD, segment_ids_BL, mutable=mutable)
+    return jnp.sum(out**2), state
+
+  (plain, state), grads = jax.value_and_grad(loss, has_aux=True)(params, [])
+  jaxpr = str(jax.make_jaxpr(lambda p: loss(p, [])[0])(params))
+  assert "custom_vjp_call" in jaxpr and not state
+  (probed, state), probed_grads = jax.value_and_grad(loss, has_aux=True)(params, ["intermediates"])
+  (probs_BHQK,) = state["intermediates"]["attention_probs"]
+  assert probs_BHQK.shape == (BATCH, HEADS, LENGTH, LENGTH)
+  np.testing.assert_allclose(float(probed), float(plain), rtol=1e-6)
+  # One scale for all leaves: the key bias's true gradient is 0 (softmax ignores a shift).
+  scale = max(float(jnp.abs(w).max()) for w in jax.tree.leaves(probed_grads))
+  for g, w in zip(jax.tree.leaves(grads), jax.tree.leaves(probed_grads)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-6 * scale)
