@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import electra_config
@@ -165,10 +166,12 @@ def test_loss_and_metrics_match_a_numpy_reference():
   rng = np.random.default_rng(0)
   batch = TASK.random_batch(3, seed=1)
   mask = batch["input_mask"]
+  rtd_labels = (rng.random(mask.shape) < 0.3).astype(np.int32)
   outputs = {
     "mlm_logits": rng.normal(size=(3, 4, CONFIG.vocab_size)).astype(np.float32),
-    "rtd_logits": rng.normal(size=mask.shape).astype(np.float32),
-    "rtd_labels": (rng.random(mask.shape) < 0.3).astype(np.int32),
+    # Scores that separate the classes partly, so the AUC is neither 0.5 nor 1.
+    "rtd_logits": (rng.normal(size=mask.shape) + rtd_labels).astype(np.float32),
+    "rtd_labels": rtd_labels,
   }
   loss, sums = TASK.loss_and_sums(outputs, batch, TASK.denominators(batch))
   metrics = TASK.metrics_from_sums(jax.device_get(sums))
@@ -188,6 +191,9 @@ def test_loss_and_metrics_match_a_numpy_reference():
   )
   assert metrics["rtd_recall"] == pytest.approx(np.sum(predicted & (labels == 1)) / labels.sum())
   assert metrics["rtd_baseline_accuracy"] == pytest.approx(1 - labels.mean())
+  exact_auc = sklearn_metrics.roc_auc_score(labels, logits)
+  assert 0.6 < exact_auc < 0.95
+  assert metrics["rtd_auc"] == pytest.approx(exact_auc, abs=1e-2)  # Few tokens: ties count.
 
 
 def test_sentence_objective_is_refused():

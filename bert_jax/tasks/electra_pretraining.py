@@ -14,7 +14,7 @@ import optax
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
-from bert_jax.tasks import pretraining
+from bert_jax.tasks import pretraining, score_histograms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +54,9 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
     rtd_logits_BL = outputs["rtd_logits"].astype(jnp.float32)
     rtd_ce_BL = optax.sigmoid_binary_cross_entropy(rtd_logits_BL, labels_BL)
     predicted_BL = (rtd_logits_BL > 0).astype(jnp.float32)
+    replaced_counts, original_counts = score_histograms.probability_histograms(
+      rtd_logits_BL, labels_BL, real_BL
+    )
     sums = {
       "mlm_loss": jnp.sum(mlm_ce_BP * weights_BP),
       "mlm_accuracy": jnp.sum(mlm_correct_BP * weights_BP),
@@ -64,6 +67,9 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
       "rtd_true_positives": jnp.sum(predicted_BL * labels_BL * real_BL),
       "rtd_predicted_replaced": jnp.sum(predicted_BL * real_BL),
       "rtd_replaced": jnp.sum(labels_BL * real_BL),
+      # Probability histograms of replaced / original tokens: the AUC (threshold-free).
+      "rtd_replaced_histogram": replaced_counts,
+      "rtd_original_histogram": original_counts,
     }
     loss = (
       sums["mlm_loss"] / denominators["mlm_weight"]
@@ -73,7 +79,8 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
 
   def metrics_from_sums(self, sums):
     """Host-side means: generator MLM loss / accuracy; discriminator loss, accuracy over real
-    tokens, precision and recall of "replaced", and the all-"original" baseline accuracy."""
+    tokens, precision and recall of "replaced", the all-"original" baseline accuracy, and the
+    ROC AUC of the replaced-vs-original scores (0.5 = no better than a constant guess)."""
     value = lambda key: float(sums[key])  # pylint: disable=unnecessary-lambda-assignment
     mlm_weight, tokens = max(value("mlm_weight"), 1.0), max(value("rtd_tokens"), 1.0)
     metrics = {
@@ -84,6 +91,9 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
       "rtd_precision": value("rtd_true_positives") / max(value("rtd_predicted_replaced"), 1.0),
       "rtd_recall": value("rtd_true_positives") / max(value("rtd_replaced"), 1.0),
       "rtd_baseline_accuracy": 1.0 - value("rtd_replaced") / tokens,
+      "rtd_auc": score_histograms.auc_from_histograms(
+        sums["rtd_replaced_histogram"], sums["rtd_original_histogram"]
+      ),
     }
     metrics["loss"] = (
       metrics["mlm_loss"] + self.model_config.electra.rtd_weight * metrics["rtd_loss"]
