@@ -27,7 +27,9 @@ def _distilbert_model_and_loss(transformers, model_config: ModelConfig, seed: in
     attention_dropout=model_config.attention_dropout_rate,
   )
   with jax.numpy_rank_promotion("allow"):
-    model = transformers.FlaxDistilBertForMaskedLM(hf_config, seed=seed)
+    model = transformers.FlaxDistilBertForMaskedLM(
+      hf_config, seed=seed, dtype=jnp.dtype(model_config.dtype)
+    )
 
   def loss_fn(params, batch, rng):
     logits_BLV = model(
@@ -80,7 +82,8 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     transformers.FlaxAlbertForPreTraining if albert else transformers.FlaxBertForPreTraining
   )
   with jax.numpy_rank_promotion("allow"):
-    model = model_class(hf_config, seed=seed)
+    # The same compute dtype as bert_jax's step (params stay float32 in both).
+    model = model_class(hf_config, seed=seed, dtype=jnp.dtype(model_config.dtype))
   params = model.params
 
   def loss_fn(params, batch, rng):

@@ -40,10 +40,14 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
   embedding_size = model_config.embedding_size or model_config.hidden_size
   with jax.numpy_rank_promotion("allow"):
     discriminator = transformers.FlaxElectraForPreTraining(
-      _hf_config(transformers, model_config, embedding_size), seed=seed
+      _hf_config(transformers, model_config, embedding_size),
+      seed=seed,
+      dtype=jnp.dtype(model_config.dtype),
     )
     generator = transformers.FlaxElectraForMaskedLM(
-      _hf_config(transformers, generator_config(model_config), embedding_size), seed=seed + 1
+      _hf_config(transformers, generator_config(model_config), embedding_size),
+      seed=seed + 1,
+      dtype=jnp.dtype(model_config.dtype),
     )
   generator_params = dict(generator.params)
   generator_params["electra"] = {
