@@ -270,3 +270,22 @@ def test_distillation_step_compiles_with_the_teacher_from_its_config_json(distil
   )
   assert report["cost_source"] == "unrolled 1- and 2-layer compiles, extrapolated"
   assert 1.0 < report["flops_ratio"] < 1.3, report["flops_ratio"]
+
+
+@needs_libtpu
+def test_flops_inside_splash_attention_are_reported_as_not_counted():
+  # No attention dropout and a length of 128: "auto" attention is the splash (Pallas) kernel on
+  # TPU, whose matmuls XLA's cost analysis does not see.
+  config = helpers.small_config(
+    **NO_DROPOUT,
+    **{
+      "model.num_layers": 1,
+      "model.max_position_embeddings": 128,
+      "data.max_seq_length": 128,
+      "data.max_predictions_per_seq": 20,
+    },
+  )
+  report = aot_compile.aot_compile(config, "v4-8").report
+  assert report["flops_lower_bound"]
+  assert report["flops_not_counted"] == "Pallas kernels (splash attention) not counted"
+  assert "a lower bound: Pallas kernels" in aot_compile.summary(report)

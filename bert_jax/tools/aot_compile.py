@@ -173,7 +173,8 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     flops_ratio=cost["flops"] / model_flops,
     bytes_accessed=cost["bytes_accessed"],
     cost_source=cost["source"],
-    flops_lower_bound=cost["lower_bound"],
+    flops_lower_bound=bool(cost["not_counted"]),
+    flops_not_counted=cost["not_counted"],
     roofline=_roofline(
       flops_lib.device_kind_peak_flops(chip.device_kind), chip.hbm_bandwidth, cost, model_flops
     ),
@@ -210,7 +211,7 @@ def summary(report: dict) -> str:
     f"{gib(report['hbm_bytes'])} HBM: {'fits' if report['fits'] else 'DOES NOT FIT'}"
   )
   bound = (
-    " (a lower bound: loops counted once, so the MFU figures below are not bounds)"
+    f" (a lower bound: {report['flops_not_counted']}, so the MFU figures below are not bounds)"
     if report["flops_lower_bound"]
     else ""
   )
