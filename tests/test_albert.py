@@ -168,7 +168,7 @@ def test_sharded_step_equals_single_device(single_device_step, axes):
     assert any(any(axis is not None for axis in spec) for spec in specs), "nothing was sharded"
   assert list(params_1["bert"]["encoder"]) == ["shared"]
   jax.tree.map(np.testing.assert_array_equal, init_1, init_8)
-  for key in ("mlm_loss", "nsp_loss", "sbo_loss", "mlm_accuracy", "grad_norm"):
+  for key in ("mlm_loss", "sop_loss", "sbo_loss", "mlm_accuracy", "grad_norm"):
     np.testing.assert_allclose(metrics_8[key], metrics_1[key], rtol=2e-5, err_msg=key)
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params_8, params_1

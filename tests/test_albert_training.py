@@ -57,10 +57,11 @@ def test_pretraining_reports_and_lowers_the_boundary_loss(albert_workdir):
   rows = run_helpers.read_metrics(albert_workdir, "train")
   assert [row["step"] for row in rows] == [10, 20, 30, 40]
   for row in rows:
-    assert {"mlm_loss", "sbo_loss", "sbo_accuracy", "nsp_loss", "nsp_accuracy"} <= row.keys()
+    assert {"mlm_loss", "sbo_loss", "sbo_accuracy", "sop_loss", "sop_accuracy"} <= row.keys()
+    assert "nsp_loss" not in row  # The sentence head's metrics are named after the objective.
     # The total is the sum of its parts: MLM + SBO + SOP.
     np.testing.assert_allclose(
-      row["loss"], row["mlm_loss"] + row["sbo_loss"] + row["nsp_loss"], rtol=1e-5
+      row["loss"], row["mlm_loss"] + row["sbo_loss"] + row["sop_loss"], rtol=1e-5
     )
   assert rows[-1]["sbo_loss"] < rows[0]["sbo_loss"] - 0.3, [r["sbo_loss"] for r in rows]
   assert rows[-1]["mlm_loss"] < rows[0]["mlm_loss"] - 0.3
@@ -114,7 +115,7 @@ def test_sop_learns_a_sentence_order_the_text_gives_away(tmp_path):
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
   # 160 eval pairs (whole batches): chance is 0.5 with a standard deviation of 0.04. Measured
   # 0.887; with labels that do not follow the swap (segments left in order) 0.556.
-  assert metrics["nsp_accuracy"] > 0.75, metrics
+  assert metrics["sop_accuracy"] > 0.75, metrics
 
 
 def _classification(files, init_from, steps=40):

@@ -188,7 +188,10 @@ class DistillationTask:
   def _pretraining(self) -> PretrainingTask:
     # The student's batches, model and MLM loss are pretraining's, without a sentence head.
     return PretrainingTask(
-      self.model_config, self.max_seq_length, self.max_predictions_per_seq, use_nsp=False
+      self.model_config,
+      self.max_seq_length,
+      self.max_predictions_per_seq,
+      sentence_objective="none",
     )
 
   def data_example_batch(self, batch_size: int):

@@ -21,7 +21,7 @@ from bert_jax.tasks import pretraining, score_histograms
 class ElectraPretrainingTask(pretraining.PretrainingTask):
   """Generator MLM at the masked positions + ``rtd_weight`` x discriminator RTD everywhere."""
 
-  use_nsp: bool = False
+  sentence_objective: str = "none"
 
   def model_inputs(self, batch):
     return (

@@ -23,13 +23,19 @@ def _cross_entropy(logits_NC, labels_N):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingTask:
-  """BERT pretraining: MLM at the masked positions, plus NSP / SOP when ``use_nsp``, plus
-  SpanBERT's boundary objective when the model config has ``span_boundary_objective``."""
+  """BERT pretraining: MLM at the masked positions, plus the sentence-pair objective (NSP, or
+  ALBERT's SOP) unless ``sentence_objective`` is "none", plus SpanBERT's boundary objective when
+  the model config has ``span_boundary_objective``."""
 
   model_config: ModelConfig
   max_seq_length: int
   max_predictions_per_seq: int
-  use_nsp: bool = True
+  # "nsp", "sop" or "none": one 2-way head serves both; its metrics are named after it.
+  sentence_objective: str = "nsp"
+
+  @property
+  def use_nsp(self) -> bool:
+    return self.sentence_objective != "none"
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch with the pipeline's schema (shapes and dtypes)."""
@@ -112,10 +118,10 @@ class PretrainingTask:
     if self.use_nsp:
       nsp_logits_B2 = outputs["nsp_logits"]
       labels_B = batch["next_sentence_labels"]
-      nsp_ce_B = _cross_entropy(nsp_logits_B2, labels_B)
-      sums["nsp_loss"] = jnp.sum(nsp_ce_B)
-      sums["nsp_accuracy"] = jnp.sum(jnp.argmax(nsp_logits_B2, -1) == labels_B)
-      loss = loss + sums["nsp_loss"] / denominators["examples"]
+      objective = self.sentence_objective
+      sums[f"{objective}_loss"] = jnp.sum(_cross_entropy(nsp_logits_B2, labels_B))
+      sums[f"{objective}_accuracy"] = jnp.sum(jnp.argmax(nsp_logits_B2, -1) == labels_B)
+      loss = loss + sums[f"{objective}_loss"] / denominators["examples"]
     sums["examples"] = jnp.float32(batch["input_ids"].shape[0])
     return loss, sums
 
@@ -133,9 +139,9 @@ class PretrainingTask:
       loss += metrics["sbo_loss"]
     if self.use_nsp:
       examples = max(float(sums["examples"]), 1.0)
-      metrics["nsp_loss"] = float(sums["nsp_loss"]) / examples
-      metrics["nsp_accuracy"] = float(sums["nsp_accuracy"]) / examples
-      loss += metrics["nsp_loss"]
+      for key in (f"{self.sentence_objective}_loss", f"{self.sentence_objective}_accuracy"):
+        metrics[key] = float(sums[key]) / examples
+      loss += metrics[f"{self.sentence_objective}_loss"]
     metrics["loss"] = loss
     return metrics
 
@@ -149,7 +155,7 @@ class PermutationLmTask(PretrainingTask):
   ones at those positions.
   """
 
-  use_nsp: bool = False
+  sentence_objective: str = "none"
 
   def model_inputs(self, batch):
     positions_BP, weights_BP = batch["masked_lm_positions"], batch["masked_lm_weights"]
@@ -198,7 +204,7 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingT
     model_config,
     data_config.max_seq_length,
     data_config.max_predictions_per_seq,
-    use_nsp=data_config.objective != "none",
+    sentence_objective=data_config.objective,
   )
 
 
