@@ -33,6 +33,21 @@ def model_flags():
   return [f"--config.{key}={value}" for key, value in PRETRAINED_MODEL.items()]
 
 
+def short_run(init_from, train_path, eval_path, steps):
+  """Overrides of a ``steps``-step fine-tuning run from ``init_from`` on fixture files: one
+  log, eval and checkpoint at the end."""
+  return {
+    "init_from": str(init_from),
+    "num_train_epochs": 0.0,
+    "num_train_steps": steps,
+    "log_every_steps": steps,
+    "eval_every_steps": steps,
+    "checkpoint_every_steps": steps,
+    "data.train_path": train_path,
+    "data.eval_path": eval_path,
+  }
+
+
 def set_keys(config, overrides):
   """Sets dotted keys ("data.max_seq_length") of a ConfigDict in place; returns it."""
   for key, value in overrides.items():

@@ -122,16 +122,9 @@ def _classification(files, init_from, steps=40):
   values = {
     **ALBERT_MODEL,
     **_RUN,
-    "init_from": str(init_from),
-    "num_train_epochs": 0.0,
-    "num_train_steps": steps,
+    **finetune_fixtures.short_run(init_from, files[0], files[1], steps),
     "global_batch_size": 32,
-    "log_every_steps": steps,
-    "eval_every_steps": steps,
-    "checkpoint_every_steps": steps,
     "data.glue_task": "mrpc",
-    "data.train_path": files[0],
-    "data.eval_path": files[1],
     "data.max_seq_length": 64,
     "optimizer.learning_rate": 1e-3,
   }

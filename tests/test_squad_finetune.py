@@ -118,14 +118,7 @@ def _squad_config(arg, overrides):
 def _short_run(init_from, train, dev, steps):
   """Overrides of a `steps`-step run from ``init_from`` on the fixture files, length 64."""
   return {
-    "init_from": str(init_from),
-    "num_train_epochs": 0.0,
-    "num_train_steps": steps,
-    "log_every_steps": steps,
-    "eval_every_steps": steps,
-    "checkpoint_every_steps": steps,
-    "data.train_path": train,
-    "data.eval_path": dev,
+    **finetune_fixtures.short_run(init_from, train, dev, steps),
     # Contexts of 30-90 tokens: many span two windows, so answers cross window edges.
     "data.max_seq_length": 64,
     "data.max_query_length": 16,

@@ -175,15 +175,8 @@ def test_fine_tuning_on_windowed_sentences_scores_each_word_once(
     "ner",
     dict(
       finetune_fixtures.model_overrides(),
+      **finetune_fixtures.short_run(tiny_pretrained_workdir, train, dev, steps),
       **{
-        "init_from": str(tiny_pretrained_workdir),
-        "num_train_epochs": 0.0,
-        "num_train_steps": steps,
-        "log_every_steps": steps,
-        "eval_every_steps": steps,
-        "checkpoint_every_steps": steps,
-        "data.train_path": train,
-        "data.eval_path": dev,
         "data.lowercase": True,
         "data.max_seq_length": 16,
         "data.doc_stride": 8,

@@ -88,23 +88,25 @@ def compile_step(settings, mesh, compiler_options=None, unscanned_teacher=False)
     return None, first_line.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().rstrip("."), training
 
 
-def cost(compiled) -> tuple:
-  """(FLOPs, bytes accessed, what the FLOPs leave out) per device of one compiled program.
+# What XLA's cost analysis leaves out of a program's FLOPs: it counts a loop's body once, and
+# sees nothing inside a Pallas kernel (splash attention is a ``tpu_custom_call``).
+LOOPS_COUNTED_ONCE = "loops counted once"
+PALLAS_NOT_COUNTED = "Pallas kernels (splash attention) not counted"
 
-  The last item is "" when XLA's cost analysis saw everything. It counts a loop's body once,
-  and sees nothing inside a Pallas kernel (splash attention: a ``tpu_custom_call``), so the
-  FLOPs of either are missing from its total.
-  """
+
+def cost(compiled) -> tuple:
+  """(FLOPs, bytes accessed, what the FLOPs leave out: a tuple of the reasons above) per
+  device of one compiled program; the tuple is empty when the analysis saw everything."""
   analysis = compiled.cost_analysis()
   if isinstance(analysis, (list, tuple)):
     analysis = analysis[0]
   text = compiled.as_text()
-  missing = []
+  missing = ()
   if re.search(r"\bwhile\(", text):
-    missing.append("loops counted once")
+    missing += (LOOPS_COUNTED_ONCE,)
   if 'custom_call_target="tpu_custom_call"' in text:
-    missing.append("Pallas kernels (splash attention) not counted")
-  return float(analysis["flops"]), float(analysis["bytes accessed"]), "; ".join(missing)
+    missing += (PALLAS_NOT_COUNTED,)
+  return float(analysis["flops"]), float(analysis["bytes accessed"]), missing
 
 
 def unrolled(settings, num_layers: int):
@@ -124,12 +126,12 @@ def step_cost(settings, mesh, compiled) -> dict:
   """FLOPs and bytes accessed per device per step, where they came from, and what they leave
   out (``not_counted``: "" when nothing, else the FLOPs are a lower bound)."""
   flops, bytes_accessed, missing = cost(compiled)
-  if "loops" not in missing:
+  if LOOPS_COUNTED_ONCE not in missing:
     return {
       "flops": flops,
       "bytes_accessed": bytes_accessed,
       "source": "compiled step",
-      "not_counted": missing,
+      "not_counted": "; ".join(missing),
     }
   costs = []
   for num_layers in (1, 2):
@@ -149,5 +151,5 @@ def step_cost(settings, mesh, compiled) -> dict:
     "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
     "source": "unrolled 1- and 2-layer compiles, extrapolated",
     # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
-    "not_counted": missing_2 or missing_1,
+    "not_counted": "; ".join(dict.fromkeys(missing_1 + missing_2)),
   }
