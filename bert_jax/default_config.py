@@ -39,9 +39,6 @@ SECTIONS = {
 # How a model is computed, not what it is: fine-tuning configs keep these set, not inherited.
 _RUNTIME_MODEL_KEYS = ("dtype", "remat_policy", "scan_layers", "ffn_chunk_len", "lsh")
 
-# How a model is computed, not what it is: fine-tuning configs keep these set, not inherited.
-_RUNTIME_MODEL_KEYS = ("dtype", "remat_policy", "scan_layers", "ffn_chunk_len", "lsh")
-
 
 def base_config() -> ml_collections.ConfigDict:
   """The defaults: BERT-base pretraining as in the paper, on the embedded corpus."""
@@ -63,14 +60,6 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   """
   config = base_config()
   config.task = task
-  # The model is init_from's: every architecture key starts unset and takes the value in
-  # init_from's config.json (train/inherited_model.py); without init_from, BERT-base. A key
-  # set in a config or by --config.model.<key> wins and is checked against the checkpoint.
-  for key in list(config.model):
-    if key not in _RUNTIME_MODEL_KEYS:
-      config.model[key] = ml_collections.config_dict.placeholder(
-        config.model.get_ref(key).get_type()
-      )
   # The model is init_from's: every architecture key starts unset and takes the value in
   # init_from's config.json (train/inherited_model.py); without init_from, BERT-base. A key
   # set in a config or by --config.model.<key> wins and is checked against the checkpoint.

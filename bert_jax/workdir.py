@@ -135,11 +135,12 @@ class Workdir:
     return config
 
 
-def find_checkpoint(path) -> epath.Path:
+def find_checkpoint(path, flag: str = "") -> epath.Path:
   """Resolves a workdir, its ``checkpoints/`` or one ``checkpoints/<step>`` to a step directory.
 
   Args:
     path: the directory the user named.
+    flag: the config key or flag that named it, for the message ("init_from").
 
   Returns:
     The newest ``checkpoints/<step>`` directory (or ``path`` itself if it is one).
@@ -158,8 +159,8 @@ def find_checkpoint(path) -> epath.Path:
   )
   if not steps:
     raise UserInputError(
-      f"{path} holds no checkpoint; point at a workdir, its checkpoints/ "
-      "directory or one checkpoints/<step> directory"
+      f"{flag + '=' if flag else ''}{path} holds no checkpoint; point it at a workdir, its "
+      "checkpoints/ directory or one checkpoints/<step> directory"
     )
   return directory / str(steps[-1])
 

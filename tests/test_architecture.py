@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+from bert_jax import names
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(sys.executable).parent
 
@@ -71,3 +73,73 @@ def test_tree_is_formatted_and_lint_clean():
   assert check.returncode == 0, check.stdout[-3000:]
   formatted = _run("ruff", "format", "--check", *paths)
   assert formatted.returncode == 0, formatted.stdout[-3000:]
+
+
+# The family-name constants of `bert_jax.names` (and the derived group of recurrent families).
+_FAMILY_CONSTANTS = {"BERT", "ALBERT", "DISTILBERT", "ELECTRA", "XLNET", "TRANSFORMER_XL"}
+_FAMILY_GROUPS = {"RECURRENT_FAMILIES"}
+# The family modules under models/ (and models/interop/) that only the registry imports.
+_FAMILY_MODULES = (
+  "albert",
+  "bert",
+  "distilbert",
+  "electra",
+  "electra_config",
+  "xlnet",
+  "xlnet_layers",
+  "transformer_xl",
+  "transformer_xl_layers",
+  "permutation",
+)
+
+
+def _family_mentions(path):
+  """Family-name constants a module uses, family modules it imports, and comparisons of a
+  value with a family's name literal (``family == "electra"``): each a branch on a family."""
+  values = {getattr(names, c) for c in _FAMILY_CONSTANTS}
+  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+      if node.value.id == "names" and node.attr in _FAMILY_CONSTANTS | _FAMILY_GROUPS:
+        yield f"names.{node.attr}"
+    elif isinstance(node, ast.ImportFrom) and node.module == "bert_jax.names":
+      yield from (a.name for a in node.names if a.name in _FAMILY_CONSTANTS | _FAMILY_GROUPS)
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      imported = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+      yield from (m for m in imported if m.startswith("bert_jax.models.") and _is_family(m))
+    elif isinstance(node, ast.Import):
+      yield from (a.name for a in node.names if _is_family(a.name))
+    elif isinstance(node, ast.Compare):
+      for side in (node.left, *node.comparators):
+        # "bert" is also the trunk's parameter scope (tasks/trunk.py), compared as such.
+        if isinstance(side, ast.Constant) and side.value in values - {names.BERT}:
+          yield repr(side.value)
+
+
+def _is_family(module: str) -> bool:
+  parts = module.split(".")
+  return parts[:2] == ["bert_jax", "models"] and len(parts) > 2 and parts[-1] in _FAMILY_MODULES
+
+
+def test_only_the_models_layer_names_a_family():
+  """The trainer, tasks, data and tools ask the registry (`models/families.py`) for a family's
+  behaviour: none tests a family's name or imports a family's modules."""
+  offenders = {
+    str(p.relative_to(REPO)): sorted(set(_family_mentions(p)))
+    for p in (REPO / "bert_jax").rglob("*.py")
+    if "models" not in p.relative_to(REPO).parts and p.name != "names.py"
+  }
+  assert {p: m for p, m in offenders.items() if m} == {}
+
+
+def test_the_family_check_sees_a_branch(tmp_path):
+  """A module that branches on a family's name is reported by the check above."""
+  module = tmp_path / "branch.py"
+  module.write_text(
+    "from bert_jax import names\nfrom bert_jax.models.albert import AlbertEncoder\n"
+    "def f(c):\n  return c.family == names.XLNET or c.family in ('x',) or c.family == 'electra'\n"
+  )
+  assert sorted(_family_mentions(module)) == [
+    "'electra'",
+    "bert_jax.models.albert",
+    "names.XLNET",
+  ]

@@ -23,22 +23,12 @@ import jax.numpy as jnp
 
 from bert_jax import names
 from bert_jax.models import layers, span_boundary
-from bert_jax.models.attention.layer import SelfAttention
-from bert_jax.models.bert import MaskedLmHead
-from bert_jax.models.blocks import ACTIVATION_AXES, EncoderBlock
+from bert_jax.models.blocks import AttentionSublayer, EncoderBlock, FeedForwardSublayer
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 from bert_jax.models.embeddings import Embeddings
-from bert_jax.models.encoder import _REMAT_POLICIES, Encoder
-from bert_jax.models.feed_forward import chunked_feed_forward, feed_forward_params
-
-
-def _remat(module_class, config: ModelConfig):
-  if config.remat_policy == "none":
-    return module_class
-  return nn.remat(
-    module_class, policy=_REMAT_POLICIES[config.remat_policy], prevent_cse=not config.scan_layers
-  )
+from bert_jax.models.encoder import Encoder, remat
+from bert_jax.models.heads import MaskedLmHead
 
 
 class _SharedLayer(nn.Module):
@@ -49,7 +39,7 @@ class _SharedLayer(nn.Module):
 
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL):
-    block = _remat(EncoderBlock, self.config)(self.config, self.deterministic, name="layer")
+    block = remat(EncoderBlock, self.config)(self.config, self.deterministic, name="layer")
     return block(x_BLD, segment_ids_BL), None
 
 
@@ -77,47 +67,6 @@ class SharedEncoder(nn.Module):
     return x_BLD
 
 
-class AttentionSublayer(nn.Module):
-  """LN(x + dropout(attention(x))): the first half of an `EncoderBlock`, same names."""
-
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, x_BLD, segment_ids_BL):
-    config = self.config
-    x_BLD = nn.with_logical_constraint(x_BLD, ACTIVATION_AXES)
-    attended_BLD = SelfAttention(config, self.deterministic, name="attention")(
-      x_BLD, segment_ids_BL
-    )
-    attended_BLD = Dropout(config.hidden_dropout_rate)(
-      attended_BLD, deterministic=self.deterministic
-    )
-    return layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
-
-
-class FeedForwardSublayer(nn.Module):
-  """LN(h + dropout(FFN(h))): the second half of an `EncoderBlock`, same names."""
-
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, h_BLD):
-    config = self.config
-    weights = tuple(holder() for holder in feed_forward_params(config))
-    m_BLD = chunked_feed_forward(
-      h_BLD,
-      weights,
-      dtype=jnp.dtype(config.dtype),
-      chunk_len=config.ffn_chunk_len,
-      activation=layers.activation(config),
-    )
-    m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
-    out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
-    return nn.with_logical_constraint(out_BLD, ACTIVATION_AXES)
-
-
 class PartlySharedEncoder(nn.Module):
   """ALBERT's ``attention`` or ``ffn`` sharing: one sublayer stored once, the other per layer."""
 
@@ -127,8 +76,8 @@ class PartlySharedEncoder(nn.Module):
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL):
     config, deterministic = self.config, self.deterministic
-    attention_class = _remat(AttentionSublayer, config)
-    ffn_class = _remat(FeedForwardSublayer, config)
+    attention_class = remat(AttentionSublayer, config)
+    ffn_class = remat(FeedForwardSublayer, config)
     share_attention = config.layer_sharing == "attention"
     shared_class = attention_class if share_attention else ffn_class
     shared = shared_class(config, deterministic, name=config.layer_sharing)

@@ -7,6 +7,7 @@ from bert_jax.models import layers, span_boundary
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.encoder import Encoder
+from bert_jax.models.heads import MaskedLmHead
 
 
 class BertEncoder(nn.Module):
@@ -51,25 +52,6 @@ class BertEncoder(nn.Module):
 
   def attend(self, x_BPD):
     return self.embeddings.attend(x_BPD)
-
-
-class MaskedLmHead(nn.Module):
-  """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
-
-  config: ModelConfig
-  width: int = 0  # Width of the word table; 0 = hidden_size (ALBERT's head works in E).
-
-  @nn.compact
-  def __call__(self, x_BPD, attend):
-    config = self.config
-    h_BPD = layers.activation(config)(
-      layers.dense(config, self.width or config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
-    )
-    h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
-    bias_V = self.param(
-      "output_bias", layers.zeros_init(("vocab",)), (config.vocab_size,), jnp.float32
-    )
-    return attend(h_BPD) + bias_V[None, None, :]
 
 
 class BertForPreTraining(nn.Module):

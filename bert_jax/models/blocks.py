@@ -17,6 +17,29 @@ from bert_jax.models.feed_forward import chunked_feed_forward, feed_forward_para
 ACTIVATION_AXES = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_EMBED)
 
 
+def _attention_half(config: ModelConfig, deterministic: bool, x_BLD, segment_ids_BL):
+  """LN(x + dropout(attention(x))); its layers become the calling compact module's children."""
+  x_BLD = nn.with_logical_constraint(x_BLD, ACTIVATION_AXES)
+  attended_BLD = SelfAttention(config, deterministic, name="attention")(x_BLD, segment_ids_BL)
+  attended_BLD = Dropout(config.hidden_dropout_rate)(attended_BLD, deterministic=deterministic)
+  return layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
+
+
+def _feed_forward_half(config: ModelConfig, deterministic: bool, h_BLD):
+  """LN(h + dropout(FFN(h))); its layers become the calling compact module's children."""
+  weights = tuple(holder() for holder in feed_forward_params(config))
+  m_BLD = chunked_feed_forward(
+    h_BLD,
+    weights,
+    dtype=jnp.dtype(config.dtype),
+    chunk_len=config.ffn_chunk_len,
+    activation=layers.activation(config),
+  )
+  m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=deterministic)
+  out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
+  return nn.with_logical_constraint(out_BLD, ACTIVATION_AXES)
+
+
 class EncoderBlock(nn.Module):
   """One BERT layer: x + Attn(x) -> LN -> h + FFN(h) -> LN (post-LN, as the original)."""
 
@@ -25,26 +48,31 @@ class EncoderBlock(nn.Module):
 
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL):
-    config = self.config
-    x_BLD = nn.with_logical_constraint(x_BLD, ACTIVATION_AXES)
-    attended_BLD = SelfAttention(config, self.deterministic, name="attention")(
-      x_BLD, segment_ids_BL
-    )
-    attended_BLD = Dropout(config.hidden_dropout_rate)(
-      attended_BLD, deterministic=self.deterministic
-    )
-    h_BLD = layers.layer_norm(config, "attention_norm")(x_BLD + attended_BLD)
-    weights = tuple(holder() for holder in feed_forward_params(config))
-    m_BLD = chunked_feed_forward(
-      h_BLD,
-      weights,
-      dtype=jnp.dtype(config.dtype),
-      chunk_len=config.ffn_chunk_len,
-      activation=layers.activation(config),
-    )
-    m_BLD = Dropout(config.hidden_dropout_rate)(m_BLD, deterministic=self.deterministic)
-    out_BLD = layers.layer_norm(config, "output_norm")(h_BLD + m_BLD)
-    return nn.with_logical_constraint(out_BLD, ACTIVATION_AXES)
+    h_BLD = _attention_half(self.config, self.deterministic, x_BLD, segment_ids_BL)
+    return _feed_forward_half(self.config, self.deterministic, h_BLD)
+
+
+class AttentionSublayer(nn.Module):
+  """The first half of an `EncoderBlock` as its own module, same parameter names (ALBERT's
+  attention-only sharing stores it once)."""
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, x_BLD, segment_ids_BL):
+    return _attention_half(self.config, self.deterministic, x_BLD, segment_ids_BL)
+
+
+class FeedForwardSublayer(nn.Module):
+  """The second half of an `EncoderBlock` as its own module, same parameter names."""
+
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, h_BLD):
+    return _feed_forward_half(self.config, self.deterministic, h_BLD)
 
 
 class ReversibleBlock(nn.Module):

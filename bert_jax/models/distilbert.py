@@ -17,10 +17,10 @@ import jax.numpy as jnp
 
 from bert_jax import names
 from bert_jax.models import layers
-from bert_jax.models.bert import MaskedLmHead
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.encoder import Encoder
+from bert_jax.models.heads import MaskedLmHead
 
 
 class WordAndPositionEmbeddings(Embeddings):

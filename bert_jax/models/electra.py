@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers
+from bert_jax.models import flops, layers
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.electra_config import generator_config
 from bert_jax.models.embeddings import Embeddings
@@ -198,3 +198,21 @@ class ElectraForPreTraining(nn.Module):
       "rtd_logits": disc_head(x_BLH),
       "rtd_labels": (corrupted_BL != original_BL).astype(jnp.int32),
     }
+
+
+def train_flops(config: ModelConfig, batch_size: int, seq_len: int, predictions_per_seq: int):
+  """Pretraining: the discriminator and its per-token head at every position, the generator's
+  encoder at every position and its head + vocabulary projection at the masked ones.
+  Fine-tuning (no masked positions): the discriminator as any masked-LM encoder."""
+  if not predictions_per_seq:
+    return flops.masked_lm_train_flops(config, batch_size, seq_len, 0)
+  gen = generator_config(config)
+  tokens = batch_size * seq_len
+  embedding = config.embedding_size or config.hidden_size
+  discriminator = flops.encoder_flops(config, tokens, seq_len) + tokens * 2 * (
+    config.hidden_size**2 + config.hidden_size
+  )
+  generator = flops.encoder_flops(gen, tokens, seq_len) + batch_size * predictions_per_seq * 2 * (
+    gen.hidden_size * embedding + embedding * config.vocab_size
+  )
+  return 3.0 * (discriminator + generator)

@@ -30,15 +30,16 @@ class _ScannedBlock(nn.Module):
     if self.config.reversible:
       block = ReversibleBlock(self.config, self.deterministic, name="block")
       return block(*carry, segment_ids_BL), None
-    block = _block_class(self.config)
+    block = remat(EncoderBlock, self.config)
     return block(self.config, self.deterministic, name="block")(carry, segment_ids_BL), None
 
 
-def _block_class(config: ModelConfig):
+def remat(module_class, config: ModelConfig):
+  """``module_class`` under ``model.remat_policy`` (itself for "none")."""
   if config.remat_policy == "none":
-    return EncoderBlock
+    return module_class
   return nn.remat(
-    EncoderBlock, policy=_REMAT_POLICIES[config.remat_policy], prevent_cse=not config.scan_layers
+    module_class, policy=_REMAT_POLICIES[config.remat_policy], prevent_cse=not config.scan_layers
   )
 
 
@@ -63,7 +64,7 @@ class Encoder(nn.Module):
     if config.scan_layers:
       x_BLD, _ = self._scanned()(x_BLD, segment_ids_BL)
       return x_BLD
-    block = _block_class(config)
+    block = remat(EncoderBlock, config)
     for i in range(config.num_layers):
       x_BLD = block(config, self.deterministic, name=f"layer_{i}")(x_BLD, segment_ids_BL)
     return x_BLD

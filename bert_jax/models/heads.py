@@ -1,4 +1,5 @@
-"""The output head every fine-tuning task puts on the encoder: dropout, then a dense layer.
+"""The shared heads: the masked-LM head, and the output head every fine-tuning task puts on the
+encoder (dropout, then a dense layer).
 
 Task models (`bert_jax.tasks.*.model`) call `output_head` inside their own compact
 ``__call__``, so the dense layer's parameters sit directly under the head's name
@@ -6,6 +7,7 @@ Task models (`bert_jax.tasks.*.model`) call `output_head` inside their own compa
 ``dropout`` stream, as when each task spelled the two layers out itself.
 """
 
+import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
@@ -36,3 +38,22 @@ def output_head(
     x_BxD = Dropout(config.hidden_dropout_rate)(x_BxD, deterministic)
   logits = layers.dense(config, num_outputs, (names.EMBED, names.CLASSES), name)(x_BxD)
   return logits.astype(jnp.float32)
+
+
+class MaskedLmHead(nn.Module):
+  """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
+
+  config: ModelConfig
+  width: int = 0  # Width of the word table; 0 = hidden_size (ALBERT's head works in E).
+
+  @nn.compact
+  def __call__(self, x_BPD, attend):
+    config = self.config
+    h_BPD = layers.activation(config)(
+      layers.dense(config, self.width or config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
+    )
+    h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
+    bias_V = self.param(
+      "output_bias", layers.zeros_init(("vocab",)), (config.vocab_size,), jnp.float32
+    )
+    return attend(h_BPD) + bias_V[None, None, :]

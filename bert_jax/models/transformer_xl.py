@@ -19,19 +19,19 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers
+from bert_jax.models import layers, recurrence
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
+from bert_jax.models.recurrence import attention_masks, last_token_index
 from bert_jax.models.transformer_xl_layers import TransformerXLLayer
-from bert_jax.models.xlnet import attention_masks, last_token_index, next_memory
 
 
 def attention_mask(input_mask_BL, memory_len: int, mem_len: int, same_length: bool, memory_ids_BN):
   """bool [B, L, memory_len + L]: True where query i may attend to key j.
 
   Causal over ``[memory; current]`` with XLNet's padding and document rules
-  (`xlnet.attention_masks`); with ``same_length`` a query also ignores keys ``mem_len`` or more
+  (`recurrence.attention_masks`); with ``same_length`` a query also ignores keys ``mem_len`` or more
   positions back, so every query sees the same number of keys (transformers' ``same_length``).
   """
   mask_BLK, _ = attention_masks(input_mask_BL, None, memory_len, True, memory_ids_BN)
@@ -106,7 +106,7 @@ class TransformerXLEncoder(nn.Module):
 
     Returns:
       dict: ``content`` [B, L, D] after the final dropout, ``query`` None, and
-      ``layer_inputs``: each layer's input (what `xlnet.next_memory` caches).
+      ``layer_inputs``: each layer's input (what `recurrence.next_memory` caches).
     """
     del token_type_ids_BL
     config = self.config
@@ -143,10 +143,7 @@ class TransformerXLEncoder(nn.Module):
 
   def attend(self, x_BPE):
     """Logits over the vocabulary through the tied word table (float32)."""
-    table_VE = self.word_embedding.embedding
-    return jnp.einsum(
-      "bpe,ve->bpv", x_BPE, table_VE.astype(x_BPE.dtype), preferred_element_type=jnp.float32
-    )
+    return recurrence.tied_logits(self.word_embedding.embedding, x_BPE)
 
 
 class TransformerXLLMHeadModel(nn.Module):
@@ -180,16 +177,12 @@ class TransformerXLLMHeadModel(nn.Module):
     bias_V = self.param(
       "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
     )
-    memories = [
-      next_memory(None if memory is None else memory[i], x_BLD, config.mem_len)
-      for i, x_BLD in enumerate(out["layer_inputs"])
-    ]
-    if memory_ids_BN is None and memory is not None:
-      # Memory of unknown documents: treat it as the first token's document.
-      memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
+    memories, memory_ids = recurrence.memory_outputs(
+      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, config.mem_len
+    )
     return {
       "logits": encoder.attend(x_BLE) + bias_V[None, None, :],
       "content": out["content"],
       "memory": memories,
-      "memory_ids": next_memory(memory_ids_BN, input_mask_BL, config.mem_len),
+      "memory_ids": memory_ids,
     }

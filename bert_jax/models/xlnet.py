@@ -12,49 +12,15 @@ its own token's content. Memory positions are always visible.
 """
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers, permutation
+from bert_jax.models import layers, permutation, recurrence
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
+from bert_jax.models.recurrence import attention_masks, last_token_index
 from bert_jax.models.xlnet_layers import XLNetLayer
-
-
-def attention_masks(
-  input_mask_BL, perm_mask_BLL, memory_len: int, causal: bool = False, memory_ids_BN=None
-):
-  """(content mask, query mask), bool [B, L, memory_len + L]; True = may attend.
-
-  Args:
-    input_mask_BL: int, 0 for padding; positive values are document ids: a token sees only
-      its own document (0/1 masks give XLNet's padding mask; a padding query sees every real
-      token, as in transformers).
-    perm_mask_BLL: 1 where token i may not see token j (XLNet's ``perm_mask``), or None.
-    memory_len: number of memory positions in front of the keys.
-    causal: token i may not see later tokens j > i either.
-    memory_ids_BN: document ids of the memory positions; a token sees only memory of its own
-      document (the memory resets at document boundaries). None: all memory is visible.
-  """
-  batch, length = input_mask_BL.shape
-  query_BL1 = input_mask_BL[:, :, None]
-  other_document_BLL = (query_BL1 > 0) & (input_mask_BL[:, None, :] != query_BL1)
-  blocked_BLL = (input_mask_BL <= 0)[:, None, :] | other_document_BLL
-  if perm_mask_BLL is not None:
-    blocked_BLL = blocked_BLL | (perm_mask_BLL > 0)
-  if causal:
-    blocked_BLL = blocked_BLL | (jnp.arange(length)[None, :] > jnp.arange(length)[:, None])[None]
-  if memory_ids_BN is None:
-    memory_blocked_BLN = jnp.zeros((batch, length, memory_len), bool)
-  else:
-    memory_blocked_BLN = memory_ids_BN[:, None, :] != query_BL1
-  blocked_BLK = jnp.concatenate([memory_blocked_BLN, blocked_BLL], axis=-1)
-  itself_1LK = (
-    jnp.arange(memory_len + length)[None, :] == memory_len + jnp.arange(length)[:, None]
-  )[None]
-  return ~blocked_BLK | itself_1LK, ~blocked_BLK
 
 
 def segment_differs(token_type_ids_BL, memory_len: int):
@@ -67,20 +33,6 @@ def segment_differs(token_type_ids_BL, memory_len: int):
     [jnp.zeros((batch, memory_len), token_type_ids_BL.dtype), token_type_ids_BL], axis=1
   )
   return token_type_ids_BL[:, :, None] != key_types_BK[:, None, :]
-
-
-def next_memory(memory_BND, inputs_BLD, mem_len: int):
-  """The memory for the next segment: the last ``mem_len`` of [memory; inputs] (all of it for
-  ``mem_len`` 0, as transformers does), with the gradient stopped."""
-  joined_BKD = inputs_BLD if memory_BND is None else jnp.concatenate([memory_BND, inputs_BLD], 1)
-  keep = joined_BKD.shape[1] if mem_len <= 0 else min(mem_len, joined_BKD.shape[1])
-  return jax.lax.stop_gradient(joined_BKD[:, joined_BKD.shape[1] - keep :])
-
-
-def last_token_index(input_mask_BL):
-  """Index of each row's last real token (XLNet summarises a sequence by its last token)."""
-  length = input_mask_BL.shape[1]
-  return length - 1 - jnp.argmax((input_mask_BL > 0)[:, ::-1], axis=1)
 
 
 class XLNetEncoder(nn.Module):
@@ -190,10 +142,7 @@ class XLNetEncoder(nn.Module):
 
   def attend(self, x_BPD):
     """Logits over the vocabulary through the tied word table (float32)."""
-    table_VD = self.word_embedding.embedding
-    return jnp.einsum(
-      "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
-    )
+    return recurrence.tied_logits(self.word_embedding.embedding, x_BPD)
 
 
 class XLNetLMHeadModel(nn.Module):
@@ -231,19 +180,14 @@ class XLNetLMHeadModel(nn.Module):
     bias_V = self.param(
       "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
     )
-    mem_len = self.config.mem_len
-    memories = [
-      next_memory(None if memory is None else memory[i], x_BLD, mem_len)
-      for i, x_BLD in enumerate(out["layer_inputs"])
-    ]
-    if memory_ids_BN is None and memory is not None:
-      # Memory of unknown documents: treat it as the first token's document.
-      memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
+    memories, memory_ids = recurrence.memory_outputs(
+      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, self.config.mem_len
+    )
     return {
       "logits": encoder.attend(stream) + bias_V[None, None, :],
       "content": out["content"],
       "memory": memories,
-      "memory_ids": next_memory(memory_ids_BN, input_mask_BL, mem_len),
+      "memory_ids": memory_ids,
     }
 
 

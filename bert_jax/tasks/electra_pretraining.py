@@ -11,8 +11,6 @@ import dataclasses
 import jax.numpy as jnp
 import optax
 
-from bert_jax import names
-from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining, score_histograms
 
@@ -102,17 +100,13 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
 
 
 def make_task(model_config: ModelConfig, data_config, data=None) -> ElectraPretrainingTask:
-  """The registry's entry point for ``model.family='electra'`` pretraining.
+  """The registry's entry point of `family_spec.REPLACED_TOKEN_DETECTION` (ELECTRA).
 
   Raises:
     UserInputError: a sentence-level objective is configured (ELECTRA has no sentence head).
   """
   del data
-  if data_config.objective != "none":
-    raise UserInputError(
-      f"data.objective={data_config.objective!r} needs a sentence head, which "
-      f"model.family={names.ELECTRA!r} does not have; set data.objective='none'"
-    )
+  pretraining.check_sentence_head(model_config, data_config)
   return ElectraPretrainingTask(
     model_config, data_config.max_seq_length, data_config.max_predictions_per_seq
   )

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
@@ -172,33 +171,29 @@ class PermutationLmTask(PretrainingTask):
     )
 
 
-def _permutation_lm_task(model_config: ModelConfig, data_config) -> PermutationLmTask:
-  if data_config.objective != "none":
+def check_sentence_head(model_config: ModelConfig, data_config):
+  """Refuses a sentence-level ``data.objective`` for a family without the sentence head."""
+  if data_config.objective != "none" and not families.get(model_config.family).sentence_head:
     raise UserInputError(
       f"data.objective={data_config.objective!r} needs a sentence head, which "
-      "model.family='xlnet' has not; set data.objective='none' (permutation LM only)"
+      f"model.family={model_config.family!r} has not; set data.objective='none' (masked LM only)"
     )
+
+
+def make_permutation_lm_task(model_config: ModelConfig, data_config, data=None):
+  """The registry's entry point of `family_spec.PERMUTATION_LM` (XLNet)."""
+  del data
+  check_sentence_head(model_config, data_config)
   return PermutationLmTask(
     model_config, data_config.max_seq_length, data_config.max_predictions_per_seq
   )
 
 
 def make_task(model_config: ModelConfig, data_config, data=None) -> PretrainingTask:
-  """The registry's entry point: sized by the `PretrainingDataConfig`, not by the data."""
+  """The registry's entry point of `family_spec.MASKED_LM`: sized by the
+  `PretrainingDataConfig`, not by the data."""
   del data
-  family = families.get(model_config.family)
-  if model_config.family == names.TRANSFORMER_XL:
-    raise UserInputError(
-      "model.family='transformer_xl' is a causal LM with memory and has no masked-LM "
-      "pretraining; pretrain it with data.objective='clm', or use model.family='xlnet'"
-    )
-  if data_config.objective != "none" and not family.sentence_head:
-    raise UserInputError(
-      f"model.family={family.name!r} has no sentence head for data.objective="
-      f"{data_config.objective!r}; set data.objective='none' (masked LM only)"
-    )
-  if model_config.family == names.XLNET:
-    return _permutation_lm_task(model_config, data_config)
+  check_sentence_head(model_config, data_config)
   # NSP and SOP share the 2-way sentence head; objective "none" trains MLM alone.
   return PretrainingTask(
     model_config,

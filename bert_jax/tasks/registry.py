@@ -3,10 +3,10 @@
 Every task of `bert_jax.names.TASKS` is one entry here, imported like any other module:
 
   task             package (data object, objective)
-  pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
-                   (bert_jax.tasks.electra_pretraining for model.family electra;
+  pretraining      bert_jax.data.pretraining_pipeline and the family's objective
+                   (`Family.pretraining_objective` -> `PRETRAINING_OBJECTIVES`);
                    bert_jax.data.segment_batches, bert_jax.tasks.causal_lm for
-                   data.objective clm)
+                   data.objective clm
   distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
@@ -24,6 +24,7 @@ from bert_jax import names
 from bert_jax import workdir as workdir_lib
 from bert_jax.data import default_corpus, pretraining_pipeline, segment_batches, tokenization
 from bert_jax.errors import UserInputError
+from bert_jax.models import families, family_spec
 from bert_jax.tasks import causal_lm, distillation, electra_pretraining, pretraining
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
@@ -36,17 +37,26 @@ from bert_jax.tasks.span_qa import objective as span_qa_objective
 from bert_jax.tasks.tagging import data as tagging_data
 from bert_jax.tasks.tagging import objective as tagging_objective
 
-# model.family -> make_task of its pretraining objective, where it is not BERT's (MLM + NSP).
-MAKE_PRETRAINING_TASK = {
-  names.ELECTRA: electra_pretraining.make_task,
+# `Family.pretraining_objective` -> make_task of that objective.
+PRETRAINING_OBJECTIVES = {
+  family_spec.MASKED_LM: pretraining.make_task,
+  family_spec.PERMUTATION_LM: pretraining.make_permutation_lm_task,
+  family_spec.REPLACED_TOKEN_DETECTION: electra_pretraining.make_task,
 }
 
 
 def _make_pretraining_task(model_config, data_config, data=None):
+  """The one place that picks a pretraining objective: the causal LM for data.objective='clm',
+  else the objective of ``model.family``."""
   if data_config.objective == names.CLM:
     return causal_lm.make_task(model_config, data_config, data)
-  make = MAKE_PRETRAINING_TASK.get(model_config.family, pretraining.make_task)
-  return make(model_config, data_config, data)
+  family = families.get(model_config.family)
+  if not family.pretraining_objective:
+    raise UserInputError(
+      f"model.family={family.name!r} is a causal LM with memory and has no masked-LM "
+      "pretraining; pretrain it with data.objective='clm'"
+    )
+  return PRETRAINING_OBJECTIVES[family.pretraining_objective](model_config, data_config, data)
 
 
 # config.task -> make_task(model_config, data_config, data) of its objective.

@@ -48,6 +48,7 @@ def main(argv):
   environment.quiet_tensorflow()
   import jax  # pylint: disable=g-import-not-at-top
 
+  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
   from bert_jax.train import (
@@ -65,6 +66,11 @@ def main(argv):
     raise UserInputError(
       "--baseline=hf_flax times Hugging Face's pretraining step; pass "
       "--config.task=pretraining to compare the family's step with it"
+    )
+  if _BASELINE.value == "hf_flax" and families.get(settings.model.family).hf_baseline is None:
+    raise UserInputError(
+      f"--baseline=hf_flax: transformers has no Flax model of model.family="
+      f"{settings.model.family!r}; drop --baseline"
     )
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
@@ -91,13 +97,8 @@ def main(argv):
 
     runners = {"bert_jax": ours}
     if _BASELINE.value == "hf_flax":
-      from bert_jax.tools import (  # pylint: disable=g-import-not-at-top
-        hf_baseline,
-        hf_baseline_electra,
-      )
-
-      baseline = hf_baseline_electra if settings.model.family == "electra" else hf_baseline
-      hf_step, hf_state = baseline.hf_train_step_and_state(settings.model, training.optimizer)
+      baseline = families.get(settings.model.family).hf_baseline
+      hf_step, hf_state = baseline(settings.model, training.optimizer)
       hf_holder = {"state": hf_state}
 
       def hf():

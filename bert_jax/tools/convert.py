@@ -18,7 +18,7 @@ BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and s
 DistilBertModel and DistilBertForMaskedLM ones, ALBERT's (AlbertModel / AlbertForMaskedLM /
 AlbertForPreTraining; one shared layer group or one group per layer) and XLNet's (XLNetModel,
 XLNetLMHeadModel): ``model_type`` in config.json picks the family
-(`models/interop/hf_families.py`). ``--to=hf`` writes
+(`models/families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
 ``distilbert`` run: DistilBertModel or DistilBertForMaskedLM). A fine-tuned
@@ -47,22 +47,14 @@ import tempfile
 from absl import flags, logging
 from etils import epath
 
-from bert_jax import environment, names
+from bert_jax import environment
 from bert_jax.data import tokenizer_json
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import (
-  hf_config,
-  hf_electra,
-  hf_families,
-  safetensors_files,
-  tf_weights,
-  weight_table,
-)
+from bert_jax.models import families
+from bert_jax.models.interop import hf_config, safetensors_files, tf_weights, weight_table
 from bert_jax.tools import cli, hf_model_dirs, workdir_params
 
 _TOKENIZER_JSON = "tokenizer.json"
-# ELECTRA exports: one Hugging Face directory per model under --output.
-_ELECTRA_DIRS = ("discriminator", "generator")
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -274,7 +266,8 @@ def to_hf(
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"
     )
   params = weight_table.unscanned(run.params, model)
-  directories, rows = _hf_directories(params, model, workdir)
+  # {subdirectory ("" = --output itself): (config.json object, state)}.
+  directories, rows = families.hf_interop(model.family, workdir).write(params, model)
   left_out = sorted(set(weight_table.flatten(params)) - {row.ours for row in rows})
   if left_out:
     logging.warning("not exported (no Hugging Face name): %s", ", ".join(left_out))
@@ -294,18 +287,6 @@ def to_hf(
     print(
       f"wrote {directory} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}"
     )
-
-
-def _hf_directories(params, model, workdir):
-  """{subdirectory ("" = --output itself): (config.json object, state)} and exported rows."""
-  if model.family != names.ELECTRA:
-    hf_format = hf_families.for_family(model.family, workdir)
-    config = hf_format.config_json(model, hf_format.architecture(params))
-    return {"": (config, hf_format.hf_from_params(params, model))}, hf_format.rows(model)
-  states = hf_electra.hf_from_params(params, model)
-  configs = hf_electra.hf_configs_from_model_config(model, "discriminator_head" in params)
-  directories = {d: (c, s) for d, c, s in zip(_ELECTRA_DIRS, configs, states) if s is not None}
-  return directories, hf_electra.rows(model)
 
 
 def _write_tokenizer_files(directory, vocab_path, lowercase: bool, max_length: int):

@@ -38,11 +38,9 @@ import numpy as np
 from absl import flags
 from etils import epath
 
-from bert_jax import names
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
-from bert_jax.models.albert import FeedForwardSublayer
 from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
@@ -55,17 +53,21 @@ POOLINGS = ("none", "cls", "mean")
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
 
-# The modules whose outputs are hidden states: the embeddings (ALBERT: their projection to H),
-# and each layer's last module (ALBERT's partly shared stacks end a layer with the FFN half).
+# The modules whose outputs are hidden states: the embeddings (factorised: their projection to
+# H), each layer's block, and what the family adds (`Family.hidden_state_modules`).
 _PROJECTION = "embedding_projection"
 
 
-def _is_layer_output(module, method_name: str) -> bool:
-  if method_name != "__call__":
-    return False
-  return isinstance(module, (Embeddings, EncoderBlock, FeedForwardSublayer)) or (
-    module.name == _PROJECTION
-  )
+def _layer_output_test(family_modules: tuple):
+  """The ``capture_intermediates`` predicate of the family's hidden-state modules."""
+  modules = (Embeddings, EncoderBlock, *family_modules)
+
+  def is_layer_output(module, method_name: str) -> bool:
+    if method_name != "__call__":
+      return False
+    return isinstance(module, modules) or module.name == _PROJECTION
+
+  return is_layer_output
 
 
 def _captured(tree, key):
@@ -90,18 +92,15 @@ def _forward(
   with_attention: bool,
 ):
   """Hidden states [B, K, L, D] of ``layers`` (and attention [B, layers, H, L, L]), float32."""
-  _, state = (
-    families.get(model.family)
-    .encoder(model)
-    .apply(
-      {"params": params},
-      input_ids_BL,
-      token_type_ids_BL,
-      input_mask_BL,
-      capture_intermediates=_is_layer_output,
-      mutable=["intermediates"],
-      rngs={"hashing": jax.random.key(0)},
-    )
+  family = families.get(model.family)
+  _, state = family.encoder(model).apply(
+    {"params": params},
+    input_ids_BL,
+    token_type_ids_BL,
+    input_mask_BL,
+    capture_intermediates=_layer_output_test(family.hidden_state_modules),
+    mutable=["intermediates"],
+    rngs={"hashing": jax.random.key(0)},
   )
   captured = state["intermediates"]
   embedded = captured[_PROJECTION] if _PROJECTION in captured else captured["embeddings"]
@@ -168,7 +167,7 @@ def embed_features(
       f"--attention needs dense attention; this run's attention_kind is "
       f"{model.attention_kind!r}, which forms no full attention matrix"
     )
-  if model.family in names.RECURRENT_FAMILIES:
+  if families.get(model.family).has_memory:
     embed_recurrent.check_options(model, pooling, with_attention)
     hidden_NKLD = embed_recurrent.hidden_states(
       params, model, features, layers, batch_size, documents, mem_len
@@ -315,7 +314,11 @@ def _embed(values: flags.FlagValues):
     )
   tokenizer = _tokenizer(values, run)
   features, documents = embed_examples.examples(
-    lines, tokenizer, max_seq_length, run.model.family, values["memory_across_lines"].value
+    lines,
+    tokenizer,
+    max_seq_length,
+    families.get(run.model.family),
+    values["memory_across_lines"].value,
   )
   params = weight_table.unscanned(run.params, run.model)["bert"]
   arrays = embed_features(

@@ -11,7 +11,6 @@ import dataclasses
 
 import numpy as np
 
-from bert_jax import names
 from bert_jax.errors import UserInputError
 
 PAIR_SEPARATOR = "|||"
@@ -94,23 +93,30 @@ def documents_of(lines):
   return kept, np.array(documents, np.int32)
 
 
-def examples(lines, tokenizer, max_seq_length: int, family: str, memory_across_lines: bool):
+def examples(lines, tokenizer, max_seq_length: int, family, memory_across_lines: bool):
   """(`Features` of the examples, [N] document of each, or None without memory across lines).
+
+  Args:
+    lines: the input lines.
+    tokenizer: the run's tokenizer.
+    max_seq_length: tokens per example at most.
+    family: the run's `family_spec.Family` (memory, plain token streams).
+    memory_across_lines: keep the memory across a document's lines.
 
   Raises:
     UserInputError: memory across lines for a family without memory, no example left, or
-      an empty transformer_xl example.
+      an empty plain (causal LM) example.
   """
   documents = None
   if memory_across_lines:
-    if family not in names.RECURRENT_FAMILIES:
+    if not family.has_memory:
       raise UserInputError(
         f"--memory_across_lines needs a model with memory (xlnet, transformer_xl); this run "
-        f"is model.family={family!r}"
+        f"is model.family={family.name!r}"
       )
     lines, documents = documents_of(lines)
     if not lines:
       raise UserInputError("the input has only blank lines; there is no example to embed")
-  if family == names.TRANSFORMER_XL:
+  if family.plain_examples:
     return featurize_plain(lines, tokenizer, max_seq_length), documents
   return featurize(lines, tokenizer, max_seq_length), documents

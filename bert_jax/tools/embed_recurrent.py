@@ -1,7 +1,7 @@
 """tools/embed for the families with segment-level memory (xlnet, transformer_xl).
 
 Hidden state 0 is the word embedding, i the output of layer i (each layer's input is what the
-memory caches, `xlnet.next_memory`). transformer_xl is a causal LM over token streams, so its
+memory caches, `recurrence.next_memory`). transformer_xl is a causal LM over token streams, so its
 examples are the line's tokens alone (no [CLS] / [SEP], no sentence pairs).
 
 With ``memory_across_lines`` the lines of a document are embedded in order, each attending to
@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
@@ -142,8 +141,8 @@ def check_options(model: ModelConfig, pooling: str, with_attention: bool):
       f"--attention is not available for model.family={model.family!r} (its relative "
       "attention forms no saved attention matrix); drop --attention"
     )
-  if pooling == "cls" and model.family == names.TRANSFORMER_XL:
+  if pooling == "cls" and families.get(model.family).plain_examples:
     raise UserInputError(
-      "--pooling=cls needs a [CLS] token, which transformer_xl examples have not; use "
+      f"--pooling=cls needs a [CLS] token, which {model.family} examples have not; use "
       "--pooling=mean or none"
     )

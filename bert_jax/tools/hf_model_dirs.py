@@ -2,7 +2,7 @@
 
 Weights come from ``model.safetensors`` (one file or shards; float32, bf16 or f16, read without
 torch) or ``pytorch_model.bin`` (needs torch); ``config.json``'s ``model_type`` picks the family
-(`models/interop/hf_families.py`); ELECTRA pairs a discriminator directory with its generator's.
+(`models/families.py`); ELECTRA pairs a discriminator directory with its generator's.
 """
 
 import json
@@ -10,9 +10,9 @@ import pickle
 
 from etils import epath
 
-from bert_jax import names
 from bert_jax.errors import UserInputError
-from bert_jax.models.interop import hf_electra, hf_families, safetensors_files
+from bert_jax.models import families
+from bert_jax.models.interop import safetensors_files
 
 _SAFETENSORS = "model.safetensors"
 _TORCH_BIN = "pytorch_model.bin"
@@ -62,28 +62,30 @@ def read_state(directory: epath.Path):
 
 
 def read_model(directory: epath.Path, generator=None):
-  """(model, params, weights path) of a Hugging Face directory (and an ELECTRA generator's)."""
+  """(model, params, weights path) of a Hugging Face directory (and of the directory it pairs
+  with, ELECTRA's generator: ``generator``)."""
   config_path = directory / "config.json"
   values = read_json(config_path, "a Hugging Face model directory needs it")
-  if not isinstance(values, dict) or values.get("model_type") != names.ELECTRA:
-    if generator:
-      raise UserInputError("--generator is for ELECTRA discriminators; drop it for this model")
-    hf_format = hf_families.for_config_json(values, str(config_path))
-    model = hf_format.model_config(values, str(config_path))
+  interop = families.for_config_json(values, str(config_path)).hf
+  if generator and not interop.pair:
+    raise UserInputError(
+      f"--generator pairs a directory with an ELECTRA discriminator; {interop.label} takes "
+      "none: drop it"
+    )
+  if not interop.pair:
+    model = interop.model_config(values, str(config_path), None)  # Before any weights.
     weights_path, state = read_state(directory)
-    return model, hf_format.params_from_hf(state, model, source=str(weights_path)), weights_path
-  generator_values = generator_state = None
+    return model, interop.read_params(state, model, str(weights_path), None), weights_path
   weights_path, state = read_state(directory)
-  source = str(weights_path)
+  source, pair_values, pair_state = str(weights_path), None, None
   if generator:
-    generator_dir = epath.Path(generator)
-    if not generator_dir.is_dir():
+    pair_dir = epath.Path(generator)
+    if not pair_dir.is_dir():
       raise UserInputError(
         f"--generator={generator} is not a directory; pass the ElectraForMaskedLM directory"
       )
-    generator_values = read_json(generator_dir / "config.json", "the generator needs it")
-    generator_path, generator_state = read_state(generator_dir)
-    source = f"{weights_path} + {generator_path}"
-  model = hf_electra.model_config_from_hf(values, generator_values, source)
-  params = hf_electra.params_from_hf(state, generator_state, model, source)
-  return model, params, source
+    pair_values = read_json(pair_dir / "config.json", "the generator needs it")
+    pair_path, pair_state = read_state(pair_dir)
+    source = f"{weights_path} + {pair_path}"
+  model = interop.model_config(values, source, pair_values)
+  return model, interop.read_params(state, model, source, pair_state), source

@@ -36,20 +36,20 @@ import optax
 from absl import flags
 from ml_collections import config_flags
 
-from bert_jax import names
 from bert_jax.data import default_corpus, text_corpus
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
 from bert_jax.errors import UserInputError
+from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.xlnet import XLNetLMHeadModel
 from bert_jax.tools import cli
 from bert_jax.train import memory_eval
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
 
+# The experiment's model, chosen as a config chooses it (the registry builds it).
 BYTE_LM = ModelConfig(
-  family=names.XLNET,
+  family="xlnet",
   causal=True,
   vocab_size=256,
   hidden_size=64,
@@ -78,13 +78,17 @@ def byte_streams(rows: int, segment_len: int):
 
 
 def _loss_and_memory(params, batch, memory, memory_ids, config):
-  out = XLNetLMHeadModel(config).apply(
-    {"params": params},
-    batch["input_ids"],
-    jnp.zeros_like(batch["input_ids"]),
-    batch["document_ids"],
-    memory,
-    memory_ids_BN=memory_ids,
+  out = (
+    families.get(config.family)
+    .causal_lm_model(config)
+    .apply(
+      {"params": params},
+      batch["input_ids"],
+      jnp.zeros_like(batch["input_ids"]),
+      batch["document_ids"],
+      memory,
+      memory_ids_BN=memory_ids,
+    )
   )
   ce_BL = optax.softmax_cross_entropy_with_integer_labels(out["logits"], batch["labels"])
   weights_BL = batch["label_weights"]
@@ -114,7 +118,7 @@ def held_out_loss(
   )
   train, held_out = byte_streams(rows, segment_len)
   first = jax.tree.map(jnp.asarray, train.batch(0))
-  params = jax.jit(XLNetLMHeadModel(config).init)(
+  params = jax.jit(families.get(config.family).causal_lm_model(config).init)(
     jax.random.key(0), first["input_ids"], first["input_ids"] * 0, first["document_ids"]
   )["params"]
   optimizer = optax.adam(lr)

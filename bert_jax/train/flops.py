@@ -7,9 +7,8 @@ import time
 import jax
 import jax.numpy as jnp
 
-from bert_jax import names
+from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.electra_config import generator_config
 
 # Dense bf16 peaks from the vendors' data sheets, FLOP/s per device as jax enumerates them.
 _PEAK_FLOPS_BY_DEVICE_KIND = {
@@ -31,49 +30,12 @@ def train_flops_per_step(
 ) -> float:
   """Matmul FLOPs of one forward+backward pass (3x forward), as MFU conventionally counts.
 
-  Encoder: 2 FLOPs per multiply-add over the layer weights for every token, plus the two
-  attention matmuls (QK^T and PV, each 2*L*D per token per layer). The masked-LM head runs only
-  at ``predictions_per_seq`` positions per sequence: its transform and the tied vocabulary
-  projection are counted there, which is where this code saves work over heads that score
-  every position.
+  The family's formula (`Family.train_flops`, `models/flops.py`): the encoder's weights and
+  attention matmuls for every token, and the masked-LM head only at ``predictions_per_seq``
+  positions per sequence.
   """
-  if config.family == names.ELECTRA and predictions_per_seq:  # Pretraining: both models.
-    return _electra_train_flops(config, batch_size, seq_len, predictions_per_seq)
-  d, f, layers = config.hidden_size, config.intermediate_size, config.num_layers
-  tokens = batch_size * seq_len
-  per_token_layer = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * seq_len * d
-  encoder = tokens * layers * per_token_layer + batch_size * 2 * (d * d + 2 * d)  # + pooler/NSP
-  # ALBERT: shared layers cost as much per application; its E-wide tables add the E -> H
-  # projection per token and make the MLM head H -> E -> vocab.
-  e = config.embedding_width if config.family == names.ALBERT else d
-  if config.family == names.ALBERT:
-    encoder += tokens * 2 * e * d
-  mlm = batch_size * predictions_per_seq * 2 * (d * e + e * config.vocab_size)
-  return 3.0 * (encoder + mlm)
-
-
-def _encoder_flops(config: ModelConfig, tokens: int, seq_len: int) -> float:
-  """Forward FLOPs of the embedding projection (if any) and the layers over ``tokens``."""
-  d, f = config.hidden_size, config.intermediate_size
-  embedding = config.embedding_size or d
-  projection = 0 if embedding == d else tokens * 2 * embedding * d
-  per_token_layer = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * seq_len * d
-  return projection + tokens * config.num_layers * per_token_layer
-
-
-def _electra_train_flops(config, batch_size: int, seq_len: int, predictions_per_seq: int):
-  """ELECTRA: the discriminator and its per-token head at every position, the generator's
-  encoder at every position and its head + vocabulary projection at the masked ones."""
-  gen = generator_config(config)
-  tokens = batch_size * seq_len
-  embedding = config.embedding_size or config.hidden_size
-  discriminator = _encoder_flops(config, tokens, seq_len) + tokens * 2 * (
-    config.hidden_size**2 + config.hidden_size
-  )
-  generator = _encoder_flops(gen, tokens, seq_len) + batch_size * predictions_per_seq * 2 * (
-    gen.hidden_size * embedding + embedding * config.vocab_size
-  )
-  return 3.0 * (discriminator + generator)
+  family = families.get(config.family)
+  return family.train_flops(config, batch_size, seq_len, predictions_per_seq)
 
 
 def train_flops_for_batch(config: ModelConfig, example_batch) -> float:

@@ -18,6 +18,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
+from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
 from bert_jax.train import layer_layout
 
@@ -32,25 +33,6 @@ _EMBEDDING_SIZES = {
   "bert/embeddings/position_embeddings/embedding": ("max_position_embeddings", "positions"),
   "bert/embeddings/token_type_embeddings/embedding": ("type_vocab_size", "segment types"),
 }
-
-
-def find_checkpoint(path: str) -> epath.Path:
-  """Resolves a workdir, a ``checkpoints/`` dir or one ``checkpoints/<step>`` dir to a step dir."""
-  path = epath.Path(path)
-  if (path / "state").exists():
-    return path
-  directory = path / "checkpoints" if (path / "checkpoints").exists() else path
-  steps = (
-    sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
-    if (directory.exists())
-    else []
-  )
-  if not steps:
-    raise UserInputError(
-      f"init_from={path} holds no checkpoint; point it at a workdir, its "
-      "checkpoints/ directory or one checkpoints/<step> directory"
-    )
-  return directory / str(steps[-1])
 
 
 def _flat(tree):
@@ -177,7 +159,7 @@ def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path
   Returns:
     The checkpoint's step directory.
   """
-  step_dir = find_checkpoint(init_from)
+  step_dir = workdir_lib.find_checkpoint(init_from, flag="init_from")
   wanted = _flat(abstract_params)
   stored = _stored_shapes(_stored_params(step_dir), wanted)
   problems = mismatch_problems(stored, {k: v.shape for k, v in wanted.items()})

@@ -9,22 +9,15 @@ other groupings have no counterpart on the other side, and are refused.
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.interop import hf_config
+from bert_jax.models.interop.config_table import ConfigTable
 
-# (bert_jax model key, AlbertConfig key, required). Optional keys default as AlbertConfig does.
-_KEYS = (
-  ("vocab_size", "vocab_size", True),
-  ("embedding_size", "embedding_size", True),
-  ("hidden_size", "hidden_size", True),
-  ("num_layers", "num_hidden_layers", True),
-  ("num_heads", "num_attention_heads", True),
-  ("intermediate_size", "intermediate_size", True),
-  ("max_position_embeddings", "max_position_embeddings", False),
-  ("type_vocab_size", "type_vocab_size", False),
-  ("hidden_dropout_rate", "hidden_dropout_prob", False),
-  ("attention_dropout_rate", "attention_probs_dropout_prob", False),
-  ("initializer_range", "initializer_range", False),
-  ("layer_norm_eps", "layer_norm_eps", False),
-  ("hidden_act", "hidden_act", False),
+# BERT's rows (AlbertConfig has BERT's key names) plus the factorised embedding width and the
+# activation. Optional keys default as AlbertConfig does.
+_TABLE = ConfigTable(
+  hf_config.KEYS
+  + (("embedding_size", "embedding_size", True), ("hidden_act", "hidden_act", False)),
+  "an ALBERT config.json",
 )
 # AlbertConfig's own defaults where they differ from bert_jax's.
 _DEFAULTS = {
@@ -32,16 +25,6 @@ _DEFAULTS = {
   "hidden_dropout_prob": 0.0,
   "attention_probs_dropout_prob": 0.0,
 }
-_INT_KEYS = (
-  "vocab_size",
-  "embedding_size",
-  "hidden_size",
-  "num_layers",
-  "num_heads",
-  "intermediate_size",
-  "max_position_embeddings",
-  "type_vocab_size",
-)
 
 
 def _sharing(values, source: str) -> str:
@@ -78,13 +61,7 @@ def model_config_from_albert_config(values, source: str) -> ModelConfig:
       f"{source} has position_embedding_type={positions!r}; bert_jax's ALBERT has absolute "
       "position embeddings only"
     )
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it an ALBERT config.json?")
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
-  for key in _INT_KEYS:
-    if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
-      raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
+  fields = _TABLE.read(values, source)
   fields.update(family=names.ALBERT, layer_sharing=_sharing(values, source))
   return model_config_from_dict(fields)
 
@@ -100,7 +77,7 @@ def albert_config_from_model_config(config: ModelConfig, architecture: str) -> d
       f"model.layer_sharing={config.layer_sharing!r} has no Hugging Face ALBERT layout "
       "(it shares all layers or none); export a model trained with 'all' or 'none'"
     )
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config)
   values.update(
     architectures=[architecture],
     model_type="albert",

@@ -8,9 +8,10 @@ is accepted: absolute positions, an encoder without cross-attention, and the exa
 
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.interop.config_table import ConfigTable
 
 # (bert_jax model key, BERT config key, required). Optional keys default as in both BERTs.
-_KEYS = (
+KEYS = (
   ("vocab_size", "vocab_size", True),
   ("hidden_size", "hidden_size", True),
   ("num_layers", "num_hidden_layers", True),
@@ -23,15 +24,7 @@ _KEYS = (
   ("initializer_range", "initializer_range", False),
   ("layer_norm_eps", "layer_norm_eps", False),
 )
-_INT_KEYS = (
-  "vocab_size",
-  "hidden_size",
-  "num_layers",
-  "num_heads",
-  "intermediate_size",
-  "max_position_embeddings",
-  "type_vocab_size",
-)
+_TABLE = ConfigTable(KEYS, "a BERT config.json")
 
 
 def _check_architecture(values, source: str):
@@ -77,14 +70,7 @@ def model_config_from_bert_config(values, source: str) -> ModelConfig:
   if not isinstance(values, dict):
     raise UserInputError(f"{source} is not a JSON object; pass a BERT config.json")
   _check_architecture(values, source)
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it a BERT config.json?")
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
-  for key in _INT_KEYS:
-    if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
-      raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
-  return model_config_from_dict(fields)
+  return model_config_from_dict(_TABLE.read(values, source))
 
 
 def bert_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
@@ -102,7 +88,7 @@ def bert_config_from_model_config(config: ModelConfig, architecture: str) -> dic
       f"model.hidden_act={config.hidden_act!r}: Hugging Face BERT exports carry the exact GELU "
       "('gelu') only, so this model's outputs would change; export a model trained with 'gelu'"
     )
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config)
   values.update(
     architectures=[architecture],
     model_type="bert",

@@ -12,6 +12,7 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
 
 MODEL_TYPE = "distilbert"
@@ -23,16 +24,19 @@ _IGNORED = ("distilbert.embeddings.position_ids",)  # A buffer older transformer
 _LAYER_NORM_EPS = 1e-12  # transformers' DistilBERT has no config key for it.
 
 # (bert_jax model key, DistilBertConfig key, required).
-_KEYS = (
-  ("vocab_size", "vocab_size", True),
-  ("hidden_size", "dim", True),
-  ("num_layers", "n_layers", True),
-  ("num_heads", "n_heads", True),
-  ("intermediate_size", "hidden_dim", True),
-  ("max_position_embeddings", "max_position_embeddings", False),
-  ("hidden_dropout_rate", "dropout", False),
-  ("attention_dropout_rate", "attention_dropout", False),
-  ("initializer_range", "initializer_range", False),
+_TABLE = ConfigTable(
+  (
+    ("vocab_size", "vocab_size", True),
+    ("hidden_size", "dim", True),
+    ("num_layers", "n_layers", True),
+    ("num_heads", "n_heads", True),
+    ("intermediate_size", "hidden_dim", True),
+    ("max_position_embeddings", "max_position_embeddings", False),
+    ("hidden_dropout_rate", "dropout", False),
+    ("attention_dropout_rate", "attention_dropout", False),
+    ("initializer_range", "initializer_range", False),
+  ),
+  "a DistilBERT config.json",
 )
 
 _EMBEDDING_ROWS = (
@@ -96,13 +100,7 @@ def model_config(values, source: str) -> ModelConfig:
       f"{source} has tie_word_embeddings=false; bert_jax ties the MLM projector to the word "
       "table, convert a model with tied embeddings"
     )
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it a DistilBERT config.json?")
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
-  for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
-    if not isinstance(fields[key], int) or isinstance(fields[key], bool):
-      raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
+  fields = _TABLE.read(values, source)
   return model_config_from_dict(
     dict(fields, family=names.DISTILBERT, layer_norm_eps=_LAYER_NORM_EPS)
   )
@@ -115,7 +113,7 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
       f"model.layer_norm_eps={config.layer_norm_eps} but Hugging Face's DistilBERT fixes "
       f"{_LAYER_NORM_EPS}; the exported model would compute something else"
     )
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config)
   values.update(
     architectures=[architecture],
     model_type=MODEL_TYPE,

@@ -228,3 +228,25 @@ def hf_configs_from_model_config(config: ModelConfig, with_heads: bool):
   gen = hf_config.bert_config_from_model_config(generator_config(config), GENERATOR_ARCHITECTURE)
   gen.update(model_type=names.ELECTRA, embedding_size=embedding_size)
   return disc, gen
+
+
+# `write`'s Hugging Face directories under --output, one per model.
+DIRECTORIES = ("discriminator", "generator")
+
+
+def read_model_config(values, source: str, generator_values=None) -> ModelConfig:
+  """`HfInterop.model_config`: the discriminator's config.json and the generator's (or None)."""
+  return model_config_from_hf(values, generator_values, source)
+
+
+def read_params(state, config: ModelConfig, source: str, generator_state=None):
+  """`HfInterop.read_params`: the discriminator's state dict and the generator's (or None)."""
+  return params_from_hf(state, generator_state, config, source)
+
+
+def write(params, config: ModelConfig):
+  """`HfInterop.write`: the discriminator's and (if the run has one) the generator's dirs."""
+  states = hf_from_params(params, config)
+  configs = hf_configs_from_model_config(config, "discriminator_head" in params)
+  directories = {d: (c, s) for d, c, s in zip(DIRECTORIES, configs, states) if s is not None}
+  return directories, rows(config)

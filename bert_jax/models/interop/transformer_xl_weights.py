@@ -23,6 +23,7 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.transformer_xl import TransformerXLLMHeadModel
 
@@ -32,22 +33,25 @@ _WORD_TABLE = "transformer.word_emb.emb_layers.0.weight"
 _TIED_TABLE = "crit.out_layers.0.weight"
 _INV_FREQ = "transformer.pos_emb.inv_freq"
 # (bert_jax model key, TransfoXLConfig key, required).
-_KEYS = (
-  ("vocab_size", "vocab_size", True),
-  ("hidden_size", "d_model", True),
-  ("num_layers", "n_layer", True),
-  ("num_heads", "n_head", True),
-  ("intermediate_size", "d_inner", True),
-  ("embedding_size", "d_embed", False),
-  ("hidden_dropout_rate", "dropout", False),
-  ("attention_dropout_rate", "dropatt", False),
-  ("initializer_range", "init_std", False),
-  ("layer_norm_eps", "layer_norm_epsilon", False),
-  ("mem_len", "mem_len", False),
-  ("clamp_len", "clamp_len", False),
-  ("same_length", "same_length", False),
-  ("untie_r", "untie_r", False),
-  ("pre_layer_norm", "pre_lnorm", False),
+_TABLE = ConfigTable(
+  (
+    ("vocab_size", "vocab_size", True),
+    ("hidden_size", "d_model", True),
+    ("num_layers", "n_layer", True),
+    ("num_heads", "n_head", True),
+    ("intermediate_size", "d_inner", True),
+    ("embedding_size", "d_embed", False),
+    ("hidden_dropout_rate", "dropout", False),
+    ("attention_dropout_rate", "dropatt", False),
+    ("initializer_range", "init_std", False),
+    ("layer_norm_eps", "layer_norm_epsilon", False),
+    ("mem_len", "mem_len", False),
+    ("clamp_len", "clamp_len", False),
+    ("same_length", "same_length", False),
+    ("untie_r", "untie_r", False),
+    ("pre_layer_norm", "pre_lnorm", False),
+  ),
+  "a TransfoXLConfig",
 )
 # Settings of TransfoXLConfig whose other values compute something bert_jax does not, with
 # the fix each refusal names.
@@ -92,9 +96,7 @@ def model_config(values, source: str) -> ModelConfig:
         f"{source} has {key}={value!r}: {what}, which bert_jax's transformer_xl does not "
         f"compute; convert a model trained with {key}={supported!r}"
       )
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it a TransfoXLConfig?")
+  fields = _TABLE.read(values, source)
   d_head = values.get("d_head", values["d_model"] // values["n_head"])
   if d_head * values["n_head"] != values["d_model"]:
     raise UserInputError(
@@ -102,7 +104,6 @@ def model_config(values, source: str) -> ModelConfig:
       f"{values['d_model']}; bert_jax's heads split d_model, so convert such a model only "
       "with d_head = d_model / n_head"
     )
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
   if fields.get("embedding_size") == fields["hidden_size"]:
     fields["embedding_size"] = 0
   fields.update(family=names.TRANSFORMER_XL, attention_kind="dense", causal=True)
@@ -111,7 +112,7 @@ def model_config(values, source: str) -> ModelConfig:
 
 def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face ``config.json`` object (``transformers.TransfoXLConfig`` keys)."""
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config)
   values.update({key: supported for key, (supported, _) in _FIXED.items()})
   values.update(
     d_embed=config.embedding_width,

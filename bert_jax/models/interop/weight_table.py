@@ -22,7 +22,6 @@ import numpy as np
 from flax import traverse_util
 
 from bert_jax.errors import UserInputError
-from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 
 REQUIRED_GROUP = "encoder"
@@ -124,6 +123,9 @@ def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/encoder/layer_0/...": shape} of the family's pretraining model, unscanned layout."""
+  # Here, not at the top: the registry imports every family's weight table, which imports this.
+  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
+
   config = dataclasses.replace(
     config, scan_layers=False, remat_policy="none", attention_kind="dense"
   )

@@ -18,6 +18,7 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.xlnet import XLNetEncoder, XLNetLMHeadModel
 
@@ -25,18 +26,21 @@ _PREFIX = "transformer."
 _WORD_TABLE = "transformer.word_embedding.weight"
 _TIED = "lm_loss.weight"
 # (bert_jax model key, XLNetConfig key, required).
-_KEYS = (
-  ("vocab_size", "vocab_size", True),
-  ("hidden_size", "d_model", True),
-  ("num_layers", "n_layer", True),
-  ("num_heads", "n_head", True),
-  ("intermediate_size", "d_inner", True),
-  ("hidden_dropout_rate", "dropout", False),
-  ("attention_dropout_rate", "dropout", False),
-  ("initializer_range", "initializer_range", False),
-  ("layer_norm_eps", "layer_norm_eps", False),
-  ("mem_len", "mem_len", False),
-  ("clamp_len", "clamp_len", False),
+_TABLE = ConfigTable(
+  (
+    ("vocab_size", "vocab_size", True),
+    ("hidden_size", "d_model", True),
+    ("num_layers", "n_layer", True),
+    ("num_heads", "n_head", True),
+    ("intermediate_size", "d_inner", True),
+    ("hidden_dropout_rate", "dropout", False),
+    ("attention_dropout_rate", "dropout", False),
+    ("initializer_range", "initializer_range", False),
+    ("layer_norm_eps", "layer_norm_eps", False),
+    ("mem_len", "mem_len", False),
+    ("clamp_len", "clamp_len", False),
+  ),
+  "an XLNet config.json",
 )
 # Settings of XLNetConfig whose other values compute something bert_jax's xlnet does not.
 _FIXED = {
@@ -84,20 +88,17 @@ def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
         f"{source} has {key}={values[key]!r}; bert_jax's xlnet supports {key}={supported!r} "
         "only, so this model's outputs would change"
       )
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it an XLNet config.json?")
+  fields = _TABLE.read(values, source)
   attn_type = values.get("attn_type", "bi")
   if attn_type not in _ATTN_TYPES:
     raise UserInputError(f"{source} has attn_type={attn_type!r}; use 'bi' or 'uni'")
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
   fields.update(family=names.XLNET, attention_kind="dense", causal=_ATTN_TYPES[attn_type])
   return model_config_from_dict(fields)
 
 
 def xlnet_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face XLNet ``config.json`` object (``transformers.XLNetConfig`` keys)."""
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config)
   values.update(_FIXED, architectures=[architecture], model_type=names.XLNET)
   values.update(d_head=config.head_dim, untie_r=True, attn_type="uni" if config.causal else "bi")
   return values

@@ -33,7 +33,7 @@ def _hf_config(transformers, config: ModelConfig, embedding_size: int):
   )
 
 
-def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0):
+def electra_pretraining(model_config: ModelConfig, optimizer, seed: int = 0):
   """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state)."""
   import transformers  # pylint: disable=g-import-not-at-top
 

@@ -1,5 +1,6 @@
 """Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
-FlaxDistilBertForMaskedLM for DistilBERT) trained the same way, as a benchmark baseline.
+FlaxDistilBertForMaskedLM for DistilBERT) trained the same way: `Family.hf_baseline` of those
+families, the baseline of `tools/benchmark --baseline=hf_flax`.
 
 Same architecture, same optimizer (optax AdamW with the same mask and schedule), same loss
 (masked LM at the masked positions + NSP / SOP), same dropout; the difference measured is the model
@@ -10,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from bert_jax import names
 from bert_jax.models.config import ModelConfig
 
 
@@ -47,19 +47,28 @@ def _distilbert_model_and_loss(transformers, model_config: ModelConfig, seed: in
   return model, loss_fn
 
 
-def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0):
-  """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state).
-
-  ``model.family=distilbert`` gets FlaxDistilBertForMaskedLM (masked LM only), ``albert``
-  FlaxAlbertForPreTraining, any other FlaxBertForPreTraining.
-  """
+def distilbert_masked_lm(model_config: ModelConfig, optimizer, seed: int = 0):
+  """(jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state) of
+  FlaxDistilBertForMaskedLM (masked LM only)."""
   import transformers  # pylint: disable=g-import-not-at-top
 
-  if model_config.family == names.DISTILBERT:
-    model, loss_fn = _distilbert_model_and_loss(transformers, model_config, seed)
-    return _jitted_step(model.params, loss_fn, optimizer)
+  model, loss_fn = _distilbert_model_and_loss(transformers, model_config, seed)
+  return _jitted_step(model.params, loss_fn, optimizer)
 
-  albert = model_config.family == names.ALBERT
+
+def bert_pretraining(model_config: ModelConfig, optimizer, seed: int = 0):
+  """`distilbert_masked_lm` for FlaxBertForPreTraining (masked LM + NSP)."""
+  return _pretraining(model_config, optimizer, seed, albert=False)
+
+
+def albert_pretraining(model_config: ModelConfig, optimizer, seed: int = 0):
+  """`distilbert_masked_lm` for FlaxAlbertForPreTraining (masked LM + SOP)."""
+  return _pretraining(model_config, optimizer, seed, albert=True)
+
+
+def _pretraining(model_config: ModelConfig, optimizer, seed: int, albert: bool):
+  import transformers  # pylint: disable=g-import-not-at-top
+
   sizes = {"embedding_size": model_config.embedding_width} if albert else {}
   hf_config = (transformers.AlbertConfig if albert else transformers.BertConfig)(
     **sizes,
