@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
+from bert_jax.models.albert import hf_weights as albert_weights
+from bert_jax.models.albert.model import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.config import model_config_from_dict
-from bert_jax.models.interop import albert_weights
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
 
@@ -254,7 +254,7 @@ def test_unsupported_hugging_face_albert_fails_with_one_line(
 
 
 def test_partial_sharing_has_no_hugging_face_layout():
-  from bert_jax.models.interop import albert_config  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.albert import hf_config as albert_config  # pylint: disable=g-import-not-at-top
 
   config = model_config_from_dict({"family": "albert", "size": "tiny", "layer_sharing": "ffn"})
   with pytest.raises(UserInputError, match="layer_sharing='ffn' has no Hugging Face ALBERT layout"):

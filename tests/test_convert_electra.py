@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
+from bert_jax.models.electra.model import ElectraEncoder, ElectraForPreTraining
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from bert_jax.models.interop import transformer_xl_weights, weight_table
+from bert_jax.models.interop import weight_table
+from bert_jax.models.transformer_xl import hf as transformer_xl_weights
 from bert_jax.tools import convert, workdir_params
 from tests import transformer_xl_reference
 

@@ -15,9 +15,9 @@ import pytest
 
 from bert_jax.default_config import base_config, finetune_config
 from bert_jax.errors import UserInputError
-from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models.bert.model import BertForPreTraining
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.distilbert import DistilBertEncoder
+from bert_jax.models.distilbert.model import DistilBertEncoder
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks import distillation

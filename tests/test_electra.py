@@ -9,9 +9,9 @@ import pytest
 from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
-from bert_jax.models import electra_config
 from bert_jax.models.config import ModelConfig, model_config_from_dict
-from bert_jax.models.electra import ElectraForPreTraining
+from bert_jax.models.electra import options as electra_config
+from bert_jax.models.electra.model import ElectraForPreTraining
 from bert_jax.tasks import electra_pretraining
 from tests import helpers, run_helpers
 

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from bert_jax.models.bert import BertEncoder
+from bert_jax.models.bert.model import BertEncoder
 from bert_jax.tools import convert, embed, workdir_params
 from tests import hf_reference
 
@@ -190,7 +190,7 @@ def _without_vocab(workdir, tmp_path):
 @pytest.mark.parametrize(
   "case,expected",
   [
-    ("small_vocab", "has 10 entries but the model's vocab_size is 20"),
+    ("small_vocab", "has 10 entries but model.vocab_size is 20"),
     ("no_vocab", "records no vocab; pass --vocab=vocab.txt"),
     ("layer", "--layers has 3, but the model has hidden states 0 (embeddings) to 2"),
     ("length", "--max_seq_length=64 must be in [3, 32]"),

@@ -11,7 +11,7 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
-from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models.bert.model import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.interop import hf_weights
 from tests import hf_reference

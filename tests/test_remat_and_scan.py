@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.models.bert import BertForPreTraining
+from bert_jax.models.bert.model import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
 from bert_jax.parallel import sharding
 from bert_jax.tasks.pretraining import PretrainingTask

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
-from bert_jax.models.interop import transformer_xl_weights, weight_table
-from bert_jax.models.transformer_xl import TransformerXLLMHeadModel
+from bert_jax.models.interop import weight_table
+from bert_jax.models.transformer_xl import hf as transformer_xl_weights
+from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.train import setup

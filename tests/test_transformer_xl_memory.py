@@ -13,7 +13,7 @@ from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.xlnet import XLNetLMHeadModel
+from bert_jax.models.xlnet.model import XLNetLMHeadModel
 
 LM = ModelConfig(
   family="xlnet",

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from bert_jax.models.config import model_config_from_dict
-from bert_jax.models.interop import weight_table, xlnet_weights
-from bert_jax.models.xlnet import XLNetEncoder
+from bert_jax.models.interop import weight_table
+from bert_jax.models.xlnet import hf as xlnet_weights
+from bert_jax.models.xlnet.model import XLNetEncoder
 from bert_jax.tools import convert, workdir_params
 from tests import xlnet_reference
 

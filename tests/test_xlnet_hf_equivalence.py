@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.models.interop import weight_table, xlnet_weights
-from bert_jax.models.xlnet import XLNetLMHeadModel
+from bert_jax.models.interop import weight_table
+from bert_jax.models.xlnet import hf as xlnet_weights
+from bert_jax.models.xlnet.model import XLNetLMHeadModel
 from tests import xlnet_reference
 
 transformers = pytest.importorskip("transformers")

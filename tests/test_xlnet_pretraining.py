@@ -13,8 +13,8 @@ import pytest
 
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
-from bert_jax.models import permutation
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.xlnet import permutation
 from bert_jax.tasks import pretraining
 from bert_jax.train import step as step_lib
 from bert_jax.train.state import TrainState

@@ -315,13 +315,15 @@ def load_tokenizer(path, lowercase=True):
   return load_wordpiece(path, lowercase=lowercase)
 
 
-def load_model_tokenizer(path, *, lowercase=True, model_vocab_size=None):
-  """`load_tokenizer`, checked against the model it feeds.
+def load_model_tokenizer(path, *, lowercase=True, model_vocab_size=None, vocab_flag=""):
+  """`load_tokenizer`, checked against the model it feeds: the one place a run, its data
+  pipelines and the tools load their tokenizer.
 
   Args:
     path: the vocab file (WordPiece ``vocab.txt`` or SentencePiece ``.model``).
     lowercase: WordPiece only.
     model_vocab_size: the model's ``vocab_size``; None skips the check.
+    vocab_flag: the flag that names the vocab, for the fix (default ``data.vocab_path``).
 
   Raises:
     UserInputError: the vocab's size is not the model's (the message names both fixes).
@@ -330,7 +332,12 @@ def load_model_tokenizer(path, *, lowercase=True, model_vocab_size=None):
   if model_vocab_size is not None and model_vocab_size != tokenizer.vocab_size:
     raise UserInputError(
       f"vocab {path} has {tokenizer.vocab_size} entries but model.vocab_size is "
-      f"{model_vocab_size}; set model.vocab_size={tokenizer.vocab_size} or point "
-      f"data.vocab_path at the vocab the model was trained with ({model_vocab_size} entries)"
+      f"{model_vocab_size}; "
+      + (
+        f"pass the vocab the model was trained with ({vocab_flag})"
+        if vocab_flag
+        else f"set model.vocab_size={tokenizer.vocab_size} or point data.vocab_path at the "
+        f"vocab the model was trained with ({model_vocab_size} entries)"
+      )
     )
   return tokenizer

@@ -7,7 +7,7 @@ from typing import Any
 from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
-from bert_jax.models.electra_config import ElectraOptions, generator_config
+from bert_jax.models.electra.options import ElectraOptions
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -227,9 +227,6 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
-    if self.family == names.ELECTRA:
-      generator_config(self)  # Raises if the generator does not fit the discriminator.
-
     if self.mem_len < 0:
       raise UserInputError(
         f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
@@ -239,21 +236,18 @@ class ModelConfig:
         f"model.eval_mem_len={self.eval_mem_len} must be >= -1; use -1 for mem_len, 0 for no "
         "memory at evaluation"
       )
-    if self.family in names.RECURRENT_FAMILIES and (self.scan_layers or self.reversible):
-      raise UserInputError(
-        f"model.family={self.family!r} runs its own unscanned, non-reversible layers; set "
-        "model.scan_layers=False and model.reversible=False"
-      )
-    if self.family == names.TRANSFORMER_XL and not self.causal:
-      raise UserInputError(
-        "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
-        "tokens and itself); set model.causal=True"
-      )
     if self.same_length and self.mem_len <= 0:
       raise UserInputError(
         "model.same_length=True makes every token attend to mem_len keys, but model.mem_len="
         f"{self.mem_len}; set model.mem_len > 0 or model.same_length=False"
       )
+    # The family's own checks. Imported here, not at the top: the registry imports every
+    # family, and their modules import this one.
+    from bert_jax.models import families  # pylint: disable=g-import-not-at-top
+
+    check = families.get(self.family).check_config
+    if check is not None:
+      check(self)
 
   @property
   def head_dim(self) -> int:
@@ -266,7 +260,7 @@ class ModelConfig:
 
 
 def _check_family_options(config: ModelConfig):
-  """Validates the ALBERT and span-boundary keys (one line each, naming the fix)."""
+  """Validates the layer-sharing, activation and span-boundary keys (one line each)."""
   if config.layer_sharing not in LAYER_SHARING:
     raise UserInputError(
       f"model.layer_sharing={config.layer_sharing!r} is unknown; "
@@ -281,18 +275,6 @@ def _check_family_options(config: ModelConfig):
     raise UserInputError(
       f"model.span_boundary_max_offset={config.span_boundary_max_offset} must be >= 1 "
       "(SpanBERT: 10)"
-    )
-  if config.family != names.ALBERT or config.layer_sharing == "none":
-    return
-  if config.reversible:
-    raise UserInputError(
-      f"model.reversible=True needs model.layer_sharing='none' for family albert "
-      f"(got {config.layer_sharing!r}); reversible layers each hold their own weights"
-    )
-  if config.scan_layers and config.layer_sharing != "all":
-    raise UserInputError(
-      f"model.scan_layers=True with model.layer_sharing={config.layer_sharing!r} is not "
-      "supported; use layer_sharing 'all' or 'none', or scan_layers=False"
     )
 
 

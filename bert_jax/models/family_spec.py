@@ -114,6 +114,8 @@ class Family:
     hf_baseline: ``(config, optimizer, seed) -> (jitted step, (params, opt_state))``, the
       same model and loss in transformers' Flax implementation for `tools/benchmark`
       ``--baseline=hf_flax``; None if transformers has no Flax version.
+    check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for model keys
+      the family cannot compute (run by `ModelConfig` after its shared checks); None: none.
   """
 
   name: str
@@ -127,6 +129,7 @@ class Family:
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
   hf_baseline: Callable | None = None
+  check_config: Callable | None = None
 
   @property
   def has_memory(self) -> bool:

@@ -2,11 +2,23 @@
 
 Each layer's input is cached as the next segment's memory of that layer (`next_memory`, the
 gradient stopped); a token attends to the memory of its own document only (`attention_masks`);
-the LM logits go through the word table tied to the input embedding (`tied_logits`).
+the LM logits go through the word table tied to the input embedding (`tied_logits`). Their
+layers share the bias-free head projections and the position-wise FFN.
 """
 
+from collections.abc import Callable
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models import layers
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.dropout import Dropout
+
+_HEAD_AXES = (names.EMBED, names.HEADS, names.KV)
 
 
 def attention_masks(
@@ -57,6 +69,15 @@ def last_token_index(input_mask_BL):
   return length - 1 - jnp.argmax((input_mask_BL > 0)[:, ::-1], axis=1)
 
 
+def check_config(config: ModelConfig):
+  """`Family.check_config` of the families with memory: their own unscanned layers."""
+  if config.scan_layers or config.reversible:
+    raise UserInputError(
+      f"model.family={config.family!r} runs its own unscanned, non-reversible layers; set "
+      "model.scan_layers=False and model.reversible=False"
+    )
+
+
 def memory_outputs(memory, layer_inputs, input_mask_BL, memory_ids_BN, mem_len: int):
   """(each layer's next memory, its document ids) after a segment.
 
@@ -82,3 +103,46 @@ def tied_logits(table_VD, x_BPD):
   return jnp.einsum(
     "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
   )
+
+
+class HeadProjection(nn.Module):
+  """A bias-free [embed, heads, head_dim] kernel; named ``kernel`` so it gets weight decay."""
+
+  config: ModelConfig
+
+  @nn.compact
+  def __call__(self):
+    config = self.config
+    shape = (config.hidden_size, config.num_heads, config.head_dim)
+    return self.param("kernel", layers.normal_init(config, _HEAD_AXES), shape, jnp.float32)
+
+
+class FeedForward(nn.Module):
+  """The position-wise FFN of XLNet and Transformer-XL: dense, activation, dropout, dense,
+  dropout, residual, with the LayerNorm after the residual (or on the input when pre-LN).
+
+  Attributes:
+    config: the model configuration.
+    deterministic: disables dropout.
+    activation: XLNet's GELU, or Transformer-XL's ReLU.
+    pre_layer_norm: Transformer-XL's ``model.pre_layer_norm`` (XLNet is always post-LN).
+  """
+
+  config: ModelConfig
+  deterministic: bool = True
+  activation: Callable = layers.gelu
+  pre_layer_norm: bool = False
+
+  @nn.compact
+  def __call__(self, x_BLD):
+    config = self.config
+    dropout = Dropout(config.hidden_dropout_rate)
+    inner = layers.dense(config, config.intermediate_size, (names.EMBED, names.MLP), "layer_1")
+    outer = layers.dense(config, config.hidden_size, (names.MLP, names.EMBED), "layer_2")
+    layer_norm = layers.layer_norm(config, "layer_norm")
+    y_BLD = layer_norm(x_BLD) if self.pre_layer_norm else x_BLD
+    y_BLF = dropout(self.activation(inner(y_BLD)), self.deterministic)
+    y_BLD = dropout(outer(y_BLF), self.deterministic)
+    if self.pre_layer_norm:
+      return x_BLD + y_BLD
+    return layer_norm(x_BLD + y_BLD)

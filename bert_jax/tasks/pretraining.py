@@ -147,7 +147,7 @@ class PretrainingTask:
 
 @dataclasses.dataclass(frozen=True)
 class PermutationLmTask(PretrainingTask):
-  """XLNet's permutation LM over the pipeline's masked positions (`models/permutation.py`).
+  """XLNet's permutation LM over the pipeline's masked positions (`models/xlnet/permutation.py`).
 
   The model sees the original tokens (the masked ids put back): the factorisation order, not
   a [MASK] token, hides each target from its own prediction. Loss and metrics are the MLM

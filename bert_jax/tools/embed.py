@@ -280,14 +280,9 @@ def _tokenizer(values, run: workdir_params.Run):
     )
   if values["lowercase"].value is not None:
     lowercase = values["lowercase"].value
-  tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=lowercase)
-  if tokenizer.vocab_size != run.model.vocab_size:
-    raise UserInputError(
-      f"vocab {vocab_path} has {tokenizer.vocab_size} entries but the "
-      f"model's vocab_size is {run.model.vocab_size}; pass the vocab the "
-      "model was trained with (--vocab)"
-    )
-  return tokenizer
+  return tokenization.load_model_tokenizer(
+    vocab_path, lowercase=lowercase, model_vocab_size=run.model.vocab_size, vocab_flag="--vocab"
+  )
 
 
 def _embed(values: flags.FlagValues):

@@ -12,7 +12,7 @@ Parameter layout (one tree, so checkpoints, resume and sharding treat the pair a
                          table and an output bias
 
 Hugging Face's ``ElectraForPreTraining`` / ``ElectraForMaskedLM`` map onto these names
-(`models/interop/hf_electra.py`).
+(`models/electra/hf.py`).
 """
 
 import flax.linen as nn
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from bert_jax import names
 from bert_jax.models import flops, layers
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.electra_config import generator_config
+from bert_jax.models.electra.options import generator_config
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.encoder import Encoder
 

@@ -1,7 +1,7 @@
 """Hugging Face ELECTRA (``ElectraForPreTraining`` + ``ElectraForMaskedLM``) <-> bert_jax params.
 
 Hugging Face keeps the discriminator and the generator as two models in two directories, each
-with its own copy of the embeddings; bert_jax's ELECTRA (`models/electra.py`) is one params
+with its own copy of the embeddings; bert_jax's ELECTRA (`models/electra/model.py`) is one params
 tree in which the generator reads the discriminator's embeddings. Both state dicts go into one
 table here: the discriminator's names as they are, the generator's behind `GENERATOR_PREFIX`.
 The generator's embeddings must equal the discriminator's (they were trained shared); they are
@@ -18,7 +18,7 @@ import numpy as np
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.electra_config import ElectraOptions, generator_config
+from bert_jax.models.electra.options import ElectraOptions, generator_config
 from bert_jax.models.interop import hf_config, hf_weights, weight_table
 from bert_jax.models.interop.weight_table import Row
 

@@ -15,12 +15,13 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers, permutation, recurrence
+from bert_jax.models import layers, recurrence
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 from bert_jax.models.recurrence import attention_masks, last_token_index
-from bert_jax.models.xlnet_layers import XLNetLayer
+from bert_jax.models.xlnet import permutation
+from bert_jax.models.xlnet.layers import XLNetLayer
 
 
 def segment_differs(token_type_ids_BL, memory_len: int):

@@ -1,7 +1,7 @@
 """Hugging Face ALBERT weights (``AlbertForPreTraining`` names) <-> bert_jax parameters.
 
 Layer rows depend on the sharing mode: ``all`` maps the one shared block to Hugging Face's
-group 0, ``none`` layer i to group i (`albert_config` refuses other groupings). ``AlbertModel``
+group 0, ``none`` layer i to group i (`hf_config` refuses other groupings). ``AlbertModel``
 checkpoints (no ``albert.`` prefix, no heads) and ``AlbertForMaskedLM`` ones (no SOP head) load
 too; the MLM decoder is tied to the word table and its bias to ``predictions.bias``.
 """

@@ -2,10 +2,8 @@
 
 Names follow Hugging Face's ``XLNetLayer`` (``rel_attn``, ``ff``; ``q``, ``k``, ``v``, ``o``,
 ``r``, ``r_w_bias`` = u, ``r_r_bias`` = v, ``r_s_bias`` = s, ``seg_embed``) so the weight table
-in `interop/xlnet_weights.py` is mechanical. Projections have no biases, as in XLNet.
+in `xlnet/hf.py` is mechanical. Projections have no biases, as in XLNet.
 """
-
-from collections.abc import Callable
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -15,20 +13,9 @@ from bert_jax.models import layers
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
+from bert_jax.models.recurrence import FeedForward, HeadProjection
 
 _HEAD_AXES = (names.EMBED, names.HEADS, names.KV)
-
-
-class HeadProjection(nn.Module):
-  """A bias-free [embed, heads, head_dim] kernel; named ``kernel`` so it gets weight decay."""
-
-  config: ModelConfig
-
-  @nn.compact
-  def __call__(self):
-    config = self.config
-    shape = (config.hidden_size, config.num_heads, config.head_dim)
-    return self.param("kernel", layers.normal_init(config, _HEAD_AXES), shape, jnp.float32)
 
 
 def _project(x_BLD, kernel_DHK, dtype):
@@ -129,37 +116,6 @@ class RelativeAttention(nn.Module):
     if mapping_BML is not None:
       attended_g = jnp.einsum("blhk,bml->bmhk", attended_g, mapping_BML.astype(dtype))
     return h_BLD, self._post(g_BMD, attended_g)
-
-
-class FeedForward(nn.Module):
-  """The position-wise FFN of XLNet and Transformer-XL: dense, activation, dropout, dense,
-  dropout, residual, with the LayerNorm after the residual (or on the input when pre-LN).
-
-  Attributes:
-    config: the model configuration.
-    deterministic: disables dropout.
-    activation: XLNet's GELU, or Transformer-XL's ReLU.
-    pre_layer_norm: Transformer-XL's ``model.pre_layer_norm`` (XLNet is always post-LN).
-  """
-
-  config: ModelConfig
-  deterministic: bool = True
-  activation: Callable = layers.gelu
-  pre_layer_norm: bool = False
-
-  @nn.compact
-  def __call__(self, x_BLD):
-    config = self.config
-    dropout = Dropout(config.hidden_dropout_rate)
-    inner = layers.dense(config, config.intermediate_size, (names.EMBED, names.MLP), "layer_1")
-    outer = layers.dense(config, config.hidden_size, (names.MLP, names.EMBED), "layer_2")
-    layer_norm = layers.layer_norm(config, "layer_norm")
-    y_BLD = layer_norm(x_BLD) if self.pre_layer_norm else x_BLD
-    y_BLF = dropout(self.activation(inner(y_BLD)), self.deterministic)
-    y_BLD = dropout(outer(y_BLF), self.deterministic)
-    if self.pre_layer_norm:
-      return x_BLD + y_BLD
-    return layer_norm(x_BLD + y_BLD)
 
 
 class XLNetLayer(nn.Module):

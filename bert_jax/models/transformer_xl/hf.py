@@ -25,7 +25,7 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
-from bert_jax.models.transformer_xl import TransformerXLLMHeadModel
+from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
 
 MODEL_TYPE = "transfo-xl"
 _PREFIX = "transformer."

@@ -24,7 +24,7 @@ from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 from bert_jax.models.recurrence import attention_masks, last_token_index
-from bert_jax.models.transformer_xl_layers import TransformerXLLayer
+from bert_jax.models.transformer_xl.layers import TransformerXLLayer
 
 
 def attention_mask(input_mask_BL, memory_len: int, mem_len: int, same_length: bool, memory_ids_BN):

@@ -20,7 +20,7 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
-from bert_jax.models.xlnet import XLNetEncoder, XLNetLMHeadModel
+from bert_jax.models.xlnet.model import XLNetEncoder, XLNetLMHeadModel
 
 _PREFIX = "transformer."
 _WORD_TABLE = "transformer.word_embedding.weight"

@@ -1,7 +1,7 @@
 """One Transformer-XL layer (Dai et al. 2019): relative attention with memory, then a ReLU FFN.
 
 Names follow Hugging Face's ``RelPartialLearnableDecoderLayer`` so the weight table in
-`interop/transformer_xl_weights.py` is mechanical: ``rel_attn`` holds the fused ``qkv``
+`transformer_xl/hf.py` is mechanical: ``rel_attn`` holds the fused ``qkv``
 projection ([embed, 3 * heads, head_dim]: the queries' heads, then the keys', then the
 values', as transformers' ``qkv_net`` chunks them), ``o``, ``r`` (the projection of the
 sinusoidal encodings), the biases ``r_w_bias`` = u and ``r_r_bias`` = v (per layer with
@@ -19,7 +19,7 @@ from bert_jax.models import layers
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
-from bert_jax.models.xlnet_layers import FeedForward, HeadProjection
+from bert_jax.models.recurrence import FeedForward, HeadProjection
 
 
 class FusedQkv(nn.Module):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.electra_config import generator_config
+from bert_jax.models.electra.options import generator_config
 
 
 def _hf_config(transformers, config: ModelConfig, embedding_size: int):

@@ -1,0 +1,48 @@
+"""The albert family's `family_spec.Family` record (registered in `models/families.py`)."""
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models import flops
+from bert_jax.models.albert import hf_config as albert_config
+from bert_jax.models.albert import hf_weights as albert_weights
+from bert_jax.models.albert.model import AlbertEncoder, AlbertForPreTraining
+from bert_jax.models.blocks import FeedForwardSublayer
+from bert_jax.models.family_spec import Family, table_interop
+from bert_jax.models.interop import hf_baseline
+
+
+def _check_config(config):
+  """Sharing modes the stacks cannot run (`model.py`)."""
+  if config.layer_sharing == "none":
+    return
+  if config.reversible:
+    raise UserInputError(
+      f"model.reversible=True needs model.layer_sharing='none' for family albert "
+      f"(got {config.layer_sharing!r}); reversible layers each hold their own weights"
+    )
+  if config.scan_layers and config.layer_sharing != "all":
+    raise UserInputError(
+      f"model.scan_layers=True with model.layer_sharing={config.layer_sharing!r} is not "
+      "supported; use layer_sharing 'all' or 'none', or scan_layers=False"
+    )
+
+
+FAMILY = Family(
+  names.ALBERT,
+  AlbertEncoder,
+  AlbertForPreTraining,
+  train_flops=flops.factorised_masked_lm_train_flops,
+  hidden_state_modules=(FeedForwardSublayer,),  # Partly shared stacks end a layer with it.
+  hf=table_interop(
+    "albert",
+    "ALBERT",
+    model_config=albert_config.model_config_from_albert_config,
+    config_json=albert_config.albert_config_from_model_config,
+    rows=albert_weights.rows,
+    params_from_hf=albert_weights.params_from_hf,
+    hf_from_params=albert_weights.hf_from_params,
+    architecture=albert_weights.architecture,
+  ),
+  hf_baseline=hf_baseline.albert_pretraining,
+  check_config=_check_config,
+)

@@ -1,0 +1,7 @@
+"""DistilBERT (Sanh et al. 2019): BERT without token types, pooler or sentence head.
+
+The package owns the family: its modules, its Hugging Face interop, and ``family.FAMILY``,
+the `family_spec.Family` record that `models/families.py` registers. (``FAMILY`` lives in
+``family.py``, not here, so that importing one module of the package, e.g. a config section
+that `models/config.py` needs, does not import the whole family.)
+"""

@@ -1,0 +1,41 @@
+"""The transformer_xl family's `family_spec.Family` record (registered in `models/families.py`)."""
+
+from bert_jax import names
+from bert_jax.errors import UserInputError
+from bert_jax.models import flops, recurrence
+from bert_jax.models.family_spec import Family, table_interop
+from bert_jax.models.transformer_xl import hf as transformer_xl_weights
+from bert_jax.models.transformer_xl.model import TransformerXLEncoder, TransformerXLLMHeadModel
+
+
+def _check_config(config):
+  recurrence.check_config(config)
+  if not config.causal:
+    raise UserInputError(
+      "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
+      "tokens and itself); set model.causal=True"
+    )
+
+
+# Pretrains as a causal LM with memory (data.objective='clm') only, not on masked positions.
+FAMILY = Family(
+  names.TRANSFORMER_XL,
+  TransformerXLEncoder,
+  TransformerXLLMHeadModel,
+  train_flops=flops.masked_lm_train_flops,
+  pretraining_objective="",
+  sentence_head=False,
+  causal_lm_model=TransformerXLLMHeadModel,
+  check_config=_check_config,
+  plain_examples=True,
+  hf=table_interop(
+    transformer_xl_weights.MODEL_TYPE,
+    "Transformer-XL",
+    model_config=transformer_xl_weights.model_config,
+    config_json=transformer_xl_weights.config_json,
+    rows=transformer_xl_weights.rows,
+    params_from_hf=transformer_xl_weights.params_from_hf,
+    hf_from_params=transformer_xl_weights.hf_from_params,
+    architecture=transformer_xl_weights.architecture,
+  ),
+)

@@ -1,0 +1,28 @@
+"""The xlnet family's `family_spec.Family` record (registered in `models/families.py`)."""
+
+from bert_jax import names
+from bert_jax.models import flops, recurrence
+from bert_jax.models.family_spec import PERMUTATION_LM, Family, table_interop
+from bert_jax.models.xlnet import hf as xlnet_weights
+from bert_jax.models.xlnet.model import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
+
+FAMILY = Family(
+  names.XLNET,
+  XLNetEncoder,
+  XLNetForPreTraining,
+  train_flops=flops.masked_lm_train_flops,
+  pretraining_objective=PERMUTATION_LM,
+  sentence_head=False,
+  causal_lm_model=XLNetLMHeadModel,
+  check_config=recurrence.check_config,
+  hf=table_interop(
+    "xlnet",
+    "XLNet",
+    model_config=xlnet_weights.model_config_from_xlnet_config,
+    config_json=xlnet_weights.xlnet_config_from_model_config,
+    rows=xlnet_weights.rows,
+    params_from_hf=xlnet_weights.params_from_hf,
+    hf_from_params=xlnet_weights.hf_from_params,
+    architecture=xlnet_weights.architecture,
+  ),
+)
