@@ -37,10 +37,11 @@ def file_size(path):
 
 
 class _ByteCounter:
-  """Counts raw bytes read, shared between the reader and the progress line."""
+  """Counts raw bytes and words read, shared between the reader and the progress line."""
 
   def __init__(self):
     self.bytes = 0
+    self.words = 0  # Whitespace-separated, as `wc -w` counts them.
 
 
 def stream_documents(paths, counter, split_sentences=None):
@@ -49,7 +50,7 @@ def stream_documents(paths, counter, split_sentences=None):
   Args:
     paths: BERT-format text files (one sentence or paragraph per line, blank lines between
       documents).
-    counter: a ``_ByteCounter`` advanced by the raw bytes read.
+    counter: a ``_ByteCounter`` advanced by the raw bytes and the words read.
     split_sentences: for the paragraphs format, ``str -> list[str]``; None keeps lines as they
       are.
 
@@ -70,6 +71,7 @@ def stream_documents(paths, counter, split_sentences=None):
           bad += 1  # Skip only the bad line; counted in the metadata.
           continue
         if line:
+          counter.words += len(line.split())
           current.extend(split_sentences(line) if split_sentences else [line])
         elif current:
           yield current, bad
@@ -133,9 +135,10 @@ class Progress:
     )
 
 
-def _shuffled(arrays, rng):
-  order = rng.permutation(len(arrays[record_format.LABEL_KEY]))
-  return {key: value[order] for key, value in arrays.items()}
+def _shuffled_order(arrays, rng):
+  """A random order of the rows (written in that order, never copied: they are the window's
+  largest arrays)."""
+  return rng.permutation(len(arrays[record_format.LABEL_KEY]))
 
 
 def write_streaming(
@@ -200,21 +203,19 @@ def write_streaming(
       train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
       train, window_counts = make_rows(corpus.select(train_docs), rng)
-      train = _shuffled(train, rng)
-      num_train = len(train[record_format.LABEL_KEY])
-      for writer, name, rows in zip(
-        writers, train_names, np.array_split(np.arange(num_train), len(writers))
-      ):
+      order = _shuffled_order(train, rng)
+      num_train = len(order)
+      for writer, name, rows in zip(writers, train_names, np.array_split(order, len(writers))):
         for row in rows:
           writer.write(record_format.serialize(train, row))
         written[name] += len(rows)
+      del train
       if len(eval_docs):
         held_out, eval_counts = make_rows(corpus.select(eval_docs), rng)
-        held_out = _shuffled(held_out, rng)
         if eval_writer is None:
           eval_writer = tf.io.TFRecordWriter(os.path.join(output_dir, eval_name))
           written[eval_name] = 0
-        for row in range(len(held_out[record_format.LABEL_KEY])):
+        for row in _shuffled_order(held_out, rng):
           eval_writer.write(record_format.serialize(held_out, row))
         written[eval_name] += len(held_out[record_format.LABEL_KEY])
         counts["eval_sequences"] += len(held_out[record_format.LABEL_KEY])
@@ -231,4 +232,5 @@ def write_streaming(
       writer.close()
   progress.update(0, 0, force=True)
   counts["non_utf8_lines"] = bad_lines[0]
+  counts["words"] = counter.words
   return written, counts

@@ -25,6 +25,7 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
 import argparse
 import multiprocessing
 import sys
+import time
 
 import numpy as np
 from absl import logging
@@ -86,7 +87,9 @@ def _make_rows(corpus, args, rng, tokenizer):
         corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
       )
     )
-  arrays = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+  arrays = (
+    parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  )
   lengths = np.diff(corpus.sentence_starts)
   # Pairs are cut to max_seq_length - 3 tokens; a sentence longer than that always is.
   return arrays, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
@@ -101,6 +104,7 @@ def run_process(args, process_index):
       f"{len(files)} input files cannot feed {args.process_count} processes; give at least "
       "as many files as processes (split the text into more files)"
     )
+  start = time.monotonic()
   tokenizer = tokenization.load_tokenizer(args.vocab, lowercase=args.lowercase)
   data_files.makedirs(args.output_dir)  # A local folder or gs://.
   written, counts = streaming_pretraining.write_streaming(
@@ -132,10 +136,14 @@ def run_process(args, process_index):
     "counts": counts,
   }
   record_format.write_metadata(args.output_dir, process_index, metadata)
+  seconds = max(time.monotonic() - start, 1e-9)
   logging.info(
-    "process %d: %s",
+    "process %d: %s; %.0f s, %.0f words/s, %.0f tokens/s",
     process_index,
     ", ".join(f"{key} {value}" for key, value in sorted(counts.items())),
+    seconds,
+    counts["words"] / seconds,
+    counts["tokens"] / seconds,
   )
   return metadata
 

@@ -273,6 +273,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
       profiler.after_step(step, metrics)
       pending.append((step + 1, metrics))
       drain(keep=1)
+      checkpointer.check()  # A failed asynchronous save ends the run now, not at the next save.
       done = step + 1
       preempted = sigterm.raised if sigterm else checkpointer.reached_preemption(done)
       if done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or preempted:
