@@ -305,6 +305,30 @@ def _assemble_block(corpus, spans, max_seq_length, special_ids):
   }
 
 
+class PairRows:
+  """Sentence pairs whose rows are laid out on demand (`assemble_pairs` of the rows taken).
+
+  A writer takes the rows a block at a time, so the [N, L] arrays of a whole window of text
+  never exist at once: only the spans (five integers a pair) do.
+  """
+
+  def __init__(self, corpus, spans, *, max_seq_length, special_ids):
+    self._corpus, self._spans = corpus, spans
+    self._max_seq_length, self._special_ids = max_seq_length, special_ids
+
+  def __len__(self):
+    return len(self._spans)
+
+  def take(self, indices):
+    """The `assemble_pairs` arrays of the pairs at ``indices``, in that order."""
+    return assemble_pairs(
+      self._corpus,
+      self._spans.take(np.asarray(indices, np.int64)),
+      max_seq_length=self._max_seq_length,
+      special_ids=self._special_ids,
+    )
+
+
 def create_sentence_pairs(corpus, *, max_seq_length, short_seq_prob, rng, special_ids):
   """Pairs up the whole corpus once and assembles the arrays (in document order).
 

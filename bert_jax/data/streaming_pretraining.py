@@ -135,10 +135,29 @@ class Progress:
     )
 
 
-def _shuffled_order(arrays, rng):
-  """A random order of the rows (written in that order, never copied: they are the window's
-  largest arrays)."""
-  return rng.permutation(len(arrays[record_format.LABEL_KEY]))
+# Rows laid out (and serialised) at a time: a few MB whatever the window holds.
+_WRITE_BLOCK_ROWS = 4096
+
+
+class ArrayRows:
+  """Rows already in arrays (``{key: [N, ...]}``), with the ``len`` / ``take`` of `PairRows`."""
+
+  def __init__(self, arrays):
+    self._arrays = arrays
+
+  def __len__(self):
+    return len(self._arrays[record_format.LABEL_KEY])
+
+  def take(self, indices):
+    return {key: value[indices] for key, value in self._arrays.items()}
+
+
+def _write_rows(writer, rows, order):
+  """Writes ``rows`` (`ArrayRows` or `sentence_pairs.PairRows`) in ``order``, a block at a time."""
+  for start in range(0, len(order), _WRITE_BLOCK_ROWS):
+    block = rows.take(order[start : start + _WRITE_BLOCK_ROWS])
+    for row in range(len(block[record_format.LABEL_KEY])):
+      writer.write(record_format.serialize(block, row))
 
 
 def write_streaming(
@@ -165,7 +184,8 @@ def write_streaming(
     seed: the run's seed.
     eval_fraction: documents held out per window.
     tokenizer: a tokenizer with ``encode_batch``.
-    make_rows: ``(corpus, rng) -> (arrays, counts dict)``, pairs or packed rows of one split.
+    make_rows: ``(corpus, rng) -> (rows, counts dict)``, the pairs or packed rows of one
+      split as `ArrayRows` or `sentence_pairs.PairRows`.
     window_documents: documents per window.
     split_sentences: see `stream_documents`.
     progress_every_s: seconds between progress lines.
@@ -203,11 +223,10 @@ def write_streaming(
       train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
       train, window_counts = make_rows(corpus.select(train_docs), rng)
-      order = _shuffled_order(train, rng)
-      num_train = len(order)
+      num_train = len(train)
+      order = rng.permutation(num_train)
       for writer, name, rows in zip(writers, train_names, np.array_split(order, len(writers))):
-        for row in rows:
-          writer.write(record_format.serialize(train, row))
+        _write_rows(writer, train, rows)
         written[name] += len(rows)
       del train
       if len(eval_docs):
@@ -215,10 +234,9 @@ def write_streaming(
         if eval_writer is None:
           eval_writer = tf.io.TFRecordWriter(os.path.join(output_dir, eval_name))
           written[eval_name] = 0
-        for row in _shuffled_order(held_out, rng):
-          eval_writer.write(record_format.serialize(held_out, row))
-        written[eval_name] += len(held_out[record_format.LABEL_KEY])
-        counts["eval_sequences"] += len(held_out[record_format.LABEL_KEY])
+        _write_rows(eval_writer, held_out, rng.permutation(len(held_out)))
+        written[eval_name] += len(held_out)
+        counts["eval_sequences"] += len(held_out)
         for key, value in eval_counts.items():
           window_counts[key] += value
       for key, value in window_counts.items():

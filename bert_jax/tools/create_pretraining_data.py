@@ -60,7 +60,7 @@ def read_paragraph_documents(path):
 
 
 def _make_rows(corpus, args, rng, tokenizer):
-  """Unmasked rows of one split: sentence pairs or packed full sentences, and cut counts."""
+  """Unmasked rows of one split (pairs laid out as they are written), and cut counts."""
   special = tokenizer.special_ids
   if args.style == "full_sentences":
     arrays, counts = full_sentences.pack_full_sentences(
@@ -69,30 +69,28 @@ def _make_rows(corpus, args, rng, tokenizer):
       special_ids=special,
       document_order=rng.permutation(corpus.num_documents),
     )
-    return arrays, {
+    return streaming_pretraining.ArrayRows(arrays), {
       "sentences_cut": counts.sentences_cut,
       "documents_across_rows": counts.documents_across_rows,
     }
-  parts = []
-  for _ in range(args.dupe_factor):
-    spans = sentence_pairs.sample_pair_spans(
-      corpus,
-      max_seq_length=args.max_seq_length,
-      short_seq_prob=args.short_seq_prob,
-      rng=rng,
-      objective=args.objective,
-    )
-    parts.append(
-      sentence_pairs.assemble_pairs(
-        corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
+  spans = sentence_pairs.PairSpans.concatenate(
+    [
+      sentence_pairs.sample_pair_spans(
+        corpus,
+        max_seq_length=args.max_seq_length,
+        short_seq_prob=args.short_seq_prob,
+        rng=rng,
+        objective=args.objective,
       )
-    )
-  arrays = (
-    parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+      for _ in range(args.dupe_factor)
+    ]
+  )
+  rows = sentence_pairs.PairRows(
+    corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
   )
   lengths = np.diff(corpus.sentence_starts)
   # Pairs are cut to max_seq_length - 3 tokens; a sentence longer than that always is.
-  return arrays, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
+  return rows, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
 
 
 def run_process(args, process_index):

@@ -100,8 +100,8 @@ class BackgroundErrors(logging.Filter):
     self._report(text)
 
   def _unraisable(self, unraisable):
-    where = f" in {unraisable.object!r}" if unraisable.object is not None else ""
-    text = f"exception ignored{where}:\n" + "".join(
+    where = f" {unraisable.object!r}" if unraisable.object is not None else ""
+    text = f"{unraisable.err_msg or 'Exception ignored in'}{where}:\n" + "".join(
       traceback.format_exception(
         unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback
       )

@@ -11,7 +11,6 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
-from etils import epath
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
