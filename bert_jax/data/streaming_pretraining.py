@@ -89,20 +89,28 @@ def stream_documents(paths, counter, split_sentences=None):
 
 
 def windows(documents, window_documents):
-  """Groups a document stream into lists of about ``window_documents`` (last one up to 1.5x)."""
-  pending, current = None, []
+  """Groups a document stream into lists of about ``window_documents`` (last one up to 1.5x).
+
+  A window leaves through ``handed`` (appended, then popped as it is yielded), so this
+  generator keeps no reference to it: the caller frees its text once it is tokenised.
+  """
+  pending, current, handed = None, [], []
   half = max(1, window_documents // 2)
   for document in documents:
     current.append(document)
     if pending is not None and len(current) >= half:
-      yield pending
+      handed.append(pending)
       pending = None
+      yield handed.pop()
     if pending is None and len(current) >= window_documents:
       pending, current = current, []
   if pending is not None:
-    yield pending + current
-  elif current:
-    yield current
+    pending.extend(current)
+    current = pending
+  if current:
+    handed.append(current)
+    pending = current = None
+    yield handed.pop()
 
 
 class Progress:
@@ -135,6 +143,8 @@ class Progress:
     )
 
 
+# Documents tokenised at a time (their text freed right after).
+_TOKENIZE_GROUP_DOCUMENTS = 100
 # Rows laid out (and serialised) at a time: a few MB whatever the window holds.
 _WRITE_BLOCK_ROWS = 4096
 
@@ -150,6 +160,19 @@ class ArrayRows:
 
   def take(self, indices):
     return {key: value[indices] for key, value in self._arrays.items()}
+
+
+def _tokenize_window(window, tokenizer):
+  """`tokenized_corpus.tokenize_documents` of ``window``, emptying it as it goes: each group
+  of documents' text is freed once it is token ids (4 bytes a token, the text several times
+  that), so the window's text and its ids are never both held in full."""
+  parts = []
+  while window:
+    group = window[:_TOKENIZE_GROUP_DOCUMENTS]
+    del window[:_TOKENIZE_GROUP_DOCUMENTS]
+    parts.append(tokenized_corpus.tokenize_documents(group, tokenizer))
+    del group
+  return tokenized_corpus.TokenizedDocuments.concatenate(parts)
 
 
 def _write_rows(writer, rows, order):
@@ -217,8 +240,11 @@ def write_streaming(
   writers = [tf.io.TFRecordWriter(os.path.join(output_dir, n)) for n in train_names]
   eval_writer = None
   try:
-    for w, window in enumerate(windows(documents(), window_documents)):
-      corpus = tokenized_corpus.tokenize_documents(window, tokenizer)
+    # Not enumerate(): it keeps the last window it yielded alive.
+    w = -1
+    for window in windows(documents(), window_documents):
+      w += 1
+      corpus = _tokenize_window(window, tokenizer)
       del window
       train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))

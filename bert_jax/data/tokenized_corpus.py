@@ -78,25 +78,41 @@ class TokenizedDocuments:
       token_ids.astype(np.int32), sentence_starts, np.array(document_starts, dtype=np.int64)
     )
 
+  @staticmethod
+  def concatenate(parts):
+    """The documents of ``parts`` (a sequence of ``TokenizedDocuments``), in order."""
+    token_offsets = np.cumsum([0] + [part.num_tokens for part in parts])
+    sentence_offsets = np.cumsum([0] + [part.num_sentences for part in parts])
+    return TokenizedDocuments(
+      token_ids=np.concatenate([np.zeros([0], np.int32)] + [p.token_ids for p in parts]),
+      sentence_starts=np.concatenate(
+        [[0]] + [p.sentence_starts[1:] + o for p, o in zip(parts, token_offsets)]
+      ).astype(np.int64),
+      document_starts=np.concatenate(
+        [[0]] + [p.document_starts[1:] + o for p, o in zip(parts, sentence_offsets)]
+      ).astype(np.int64),
+    )
+
   def select(self, document_indices):
     """A new corpus holding only the given documents, in the given order."""
     documents = np.asarray(document_indices, dtype=np.int64)
     first_sentence = self.document_starts[documents]
-    sentence_counts = self.document_starts[documents + 1] - first_sentence
-    sentences = _concatenated_ranges(first_sentence, sentence_counts)
-    first_token = self.sentence_starts[sentences]
-    token_counts = self.sentence_starts[sentences + 1] - first_token
+    end_sentence = self.document_starts[documents + 1]
+    first_token = self.sentence_starts[first_sentence]
+    end_token = self.sentence_starts[end_sentence]
+    # A document's sentences and tokens are contiguous: copy one slice per document (no
+    # index arrays as long as the corpus, which cost 16x the int32 ids).
+    sentence_lengths = np.diff(self.sentence_starts)
+    lengths = [sentence_lengths[a:b] for a, b in zip(first_sentence, end_sentence)]
+    tokens = [self.token_ids[a:b] for a, b in zip(first_token, end_token)]
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
     return TokenizedDocuments(
-      token_ids=self.token_ids[_concatenated_ranges(first_token, token_counts)],
-      sentence_starts=np.concatenate([[0], np.cumsum(token_counts)]).astype(np.int64),
-      document_starts=np.concatenate([[0], np.cumsum(sentence_counts)]).astype(np.int64),
+      token_ids=np.concatenate(tokens) if tokens else np.zeros([0], np.int32),
+      sentence_starts=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+      document_starts=np.concatenate([[0], np.cumsum(end_sentence - first_sentence)]).astype(
+        np.int64
+      ),
     )
-
-
-def _concatenated_ranges(starts, counts):
-  """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without the loop."""
-  ends = np.cumsum(counts)
-  return np.repeat(starts - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
 
 
 # Sentences tokenised per call: the tokenizer's per-token objects (strings, offsets) live only
