@@ -16,7 +16,7 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
   p + n, ...``, its held-out documents to ``eval-<p>-of-<n>`` and ``metadata-<p>.json``.
 * Streaming: documents are processed in windows of ``--window_documents`` (bounded memory; see
   `bert_jax.data.streaming_pretraining` for how that differs from pairing over the whole input),
-  with a progress line every ``--progress_every_s`` seconds.
+  with a progress line every ``--progress_every_s`` seconds and words/s per process at the end.
 * Deterministic: the output depends only on the inputs, the flags and ``--seed``.
 * Nothing is dropped silently: non-UTF-8 lines, sentences cut to fit, documents spread over
   several rows are counted, logged and stored in the metadata.

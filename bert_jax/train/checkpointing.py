@@ -160,16 +160,18 @@ class Checkpointer:
     return self._manager.reached_preemption(step)
 
   def check(self):
-    """Raises the error of a save that failed in the background; cheap when none did."""
-    if self._background.failed:
+    """Raises the error of a save that failed in the background; cheap when none did.
+
+    Waits for the save in flight only once errors were logged, and only the first time.
+    """
+    if self._background.failed and not self._warned:
       self.wait()
-      if not self._warned:  # Errors were logged, yet the save finished.
-        self._warned = True
-        logging.warning(
-          "errors while saving checkpoint %s; tracebacks in %s",
-          self._saving,
-          self._background.log_path,
-        )
+      self._warned = True  # Errors were logged, yet the save finished.
+      logging.warning(
+        "errors while saving checkpoint %s; tracebacks in %s",
+        self._saving,
+        self._background.log_path,
+      )
 
   def wait(self):
     """Waits for the save in flight; raises its error if it failed."""
