@@ -13,6 +13,7 @@ Works with transformers 4.57 and 5.x.
 """
 
 import dataclasses
+import os
 from collections.abc import Callable
 
 from bert_jax import names
@@ -47,6 +48,9 @@ def import_torch():
   Raises:
     UserInputError: either is not installed.
   """
+  # transformers' PyTorch BERT would import TensorFlow where it is installed (seconds, and
+  # this tool imports no TensorFlow); PyTorch alone is what it needs.
+  os.environ.setdefault("USE_TF", "0")
   try:
     import torch  # pylint: disable=g-import-not-at-top
     import transformers  # pylint: disable=g-import-not-at-top
