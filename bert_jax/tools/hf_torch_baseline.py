@@ -7,7 +7,10 @@ hyper-parameters (no weight decay on LayerNorm or biases), global-norm clipping 
 `hf_baseline`'s: masked LM at the masked positions + NSP, so Hugging Face scores every position
 with the vocabulary projection and bert_jax only the masked ones. Left out: the learning-rate
 schedule (a scalar a step; it costs no time). On CPU the step runs in float32: autocast to
-bf16 is a GPU recipe, and CPU bf16 matmuls would time PyTorch's emulation instead.
+bf16 is a GPU recipe, and CPU bf16 matmuls would time PyTorch's emulation instead. On a CPU
+shared with other jobs, PyTorch's OpenMP threads spin while they wait for a core (BERT-tiny,
+2 cores at load 12: 7.0 s a step, 0.56 s with ``OMP_NUM_THREADS=1``); time it with one thread
+there.
 
 Works with transformers 4.57 and 5.x.
 """
