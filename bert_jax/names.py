@@ -47,6 +47,9 @@ PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 # consecutive segments with memory (tasks/causal_lm.py), instead of masked sentence pairs.
 CLM = "clm"
 
+# Masked-LM position strategies (`data.masking`; data/mask_positions.py implements each).
+MASKING_STRATEGIES = ("token", "whole_word", "span", "ngram")
+
 # Model families (`config.model.family`).
 BERT = "bert"
 ALBERT = "albert"

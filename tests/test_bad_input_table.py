@@ -173,6 +173,8 @@ CASES = [
   ("benchmark_attention_kind", ABSL, lambda p: [TINY, "--config.model.attention_kind=sparse"], "attention_kind"),
   ("benchmark_batch", ABSL, lambda p: [TINY, "--config.global_batch_size=3"], "global_batch_size"),
   ("benchmark_key", ABSL, lambda p: [TINY, "--config.model.hidden=3"], "no key 'hidden'"),
+  ("benchmark_hf_torch_family", ABSL, lambda p: [f"--config={run_helpers.REPO}/configs/electra_tiny.py", "--baseline=hf_torch"], "model.family='electra'"),
+  ("benchmark_torch_compile_alone", ABSL, lambda p: [TINY, "--torch_compile"], "add --baseline=hf_torch"),
   ("benchmark_data_nothing", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
   ("benchmark_data_corrupt", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
   ("benchmark_sizes", _tool(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),

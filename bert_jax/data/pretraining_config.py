@@ -8,7 +8,7 @@ import dataclasses
 
 from bert_jax import names
 from bert_jax.config_fields import option
-from bert_jax.data import default_corpus, masking, sentence_pairs, tfds_source
+from bert_jax.data import default_corpus, sentence_pairs, tfds_source
 from bert_jax.errors import UserInputError
 
 
@@ -108,9 +108,9 @@ class PretrainingDataConfig:
       raise UserInputError(
         f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1"
       )
-    if self.masking not in masking.POSITION_STRATEGIES:
+    if self.masking not in names.MASKING_STRATEGIES:
       raise UserInputError(
-        f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}"
+        f"data.masking is {self.masking!r}; choose one of {sorted(names.MASKING_STRATEGIES)}"
       )
     if self.shuffle_buffer_size < 0:
       raise UserInputError(

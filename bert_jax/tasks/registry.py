@@ -22,7 +22,7 @@ read from the train file).
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import default_corpus, pretraining_pipeline, segment_batches, tokenization
+from bert_jax.data import default_corpus, segment_batches, tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.tasks import causal_lm, distillation, electra_pretraining, pretraining
 from bert_jax.tasks.classification import data as classification_data
@@ -98,6 +98,10 @@ def make_data(settings):
       global_batch_size=settings.trainer.global_batch_size,
     )
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
+    # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile
+    # or time the step (hosts without TensorFlow can run those).
+    from bert_jax.data import pretraining_pipeline  # pylint: disable=g-import-not-at-top
+
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
     )
