@@ -160,16 +160,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     The last eval metrics.
   """
   # A refused run leaves its workdir byte-identical. config.json is the commit point: it is
-  # written once every check has passed and the state is restored or initialised. Before it,
-  # the only write to an existing workdir is the lock (removed again); a workdir this run
-  # created holds nothing of an accepted run and is removed.
+  # written once every check has passed and the state is restored or initialised, and the
+  # compilation cache opens after it. Before it, the only write to an existing workdir is the
+  # lock (removed again); a workdir this run created holds nothing of an accepted run and is
+  # removed.
   settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
   resolved = run_state.resolved_config(
     config, settings.model, workdir, getattr(settings.data, "lowercase", None)
   )
   run_state.check_workdir(workdir, resolved)
-  compilation_cache.configure(workdir, settings.trainer.compilation_cache_dir)
   new_workdir = not workdir.exists()
   lock = run_lock.acquire_for_run(workdir, settings.trainer.lock_lease_secs)
   try:
@@ -221,6 +221,9 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
     )
     # Last of the start: every refusal (the checkpoint's shapes, record or damage) came above.
     run_state.write_config_json(workdir, resolved)
+    # Only an accepted run writes compiled programs into the workdir (the train and eval steps
+    # compile below; the few small programs of the start are not cached).
+    compilation_cache.configure(workdir, trainer.compilation_cache_dir)
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
 
