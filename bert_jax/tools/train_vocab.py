@@ -35,12 +35,8 @@ def _joined_text(files, directory):
       documents, bad_lines = text_corpus.read_documents_from_file(file)
       for document in documents:
         out.write("\n".join(document) + "\n\n")
-      if bad_lines:
+      if bad_lines:  # A binary file was refused by read_documents_from_file.
         logging.warning("%s: skipped %d lines that are not valid UTF-8", file, bad_lines)
-        if bad_lines > sum(map(len, documents)):
-          raise UserInputError(
-            f"{file} is mostly not UTF-8 text ({bad_lines} undecodable lines); pass text files"
-          )
   return path
 
 
@@ -115,16 +111,17 @@ def main(argv=None):
   parser.add_argument("--kind", choices=KINDS, default="wordpiece")
   parser.add_argument("--model_type", choices=MODEL_TYPES, default="unigram")
   parser.add_argument("--vocab_size", type=int, default=30522)
-  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.INFO)
-  return cli.guard(
-    lambda: train(
+  return cli.run_argparse(
+    parser,
+    lambda args: train(
       inputs=args.input,
       output=args.output,
       kind=args.kind,
       vocab_size=args.vocab_size,
       model_type=args.model_type,
-    )
+    ),
+    argv,
   )
 
 
