@@ -209,3 +209,18 @@ def test_fine_tuning_starts_from_the_generator(converted, tmp_path):
     for part in key.split("/"):
       theirs = theirs[part]
     assert ours.shape == theirs.shape and 0 < np.abs(ours - theirs).max() < 0.05, key
+
+
+def test_generator_as_input_with_generator_flag_is_one_line_error(converted, tmp_path, capsys):
+  _, hf_dir, _ = converted["b"]
+  argv = [
+    "convert",
+    "--from=hf",
+    f"--input={hf_dir}",
+    f"--generator={hf_dir}",
+    f"--output={tmp_path / 'out'}",
+  ]
+  assert convert.main(argv) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "is an ELECTRA generator (ElectraForMaskedLM)" in err[0], err
+  assert not (tmp_path / "out").exists()
