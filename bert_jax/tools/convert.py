@@ -33,7 +33,11 @@ WordPiece vocab and lowercasing.
 ELECTRA (config.json ``model_type: electra``): ``--input`` is the discriminator
 (ElectraForPreTraining or ElectraModel), ``--generator`` the ElectraForMaskedLM trained with it
 (its embeddings must equal the discriminator's: bert_jax stores them once); ``--to=hf`` writes
-``<output>/discriminator`` and ``<output>/generator``.
+``<output>/discriminator`` and ``<output>/generator``. A generator alone (ElectraForMaskedLM as
+``--input``, no ``--generator``: the electra-*-generator checkpoints) converts into an ELECTRA
+workdir with ``model.electra.lone_generator=True`` (the generator is the trunk that fine-tuning
+and ``embed`` read, and pretraining continues its masked LM); it exports back as one
+ElectraForMaskedLM directory.
 
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
 Google's TF code computes its tanh approximation, which differs by at most 5e-4 per value.
@@ -304,6 +308,8 @@ def _hf_directories(params, model, workdir):
     return {"": (config, hf_format.hf_from_params(params, model))}, hf_format.rows(model)
   states = hf_electra.hf_from_params(params, model)
   configs = hf_electra.hf_configs_from_model_config(model, "discriminator_head" in params)
+  if model.electra.lone_generator:  # One ElectraForMaskedLM, written into --output itself.
+    return {"": (configs[1], states[1])}, hf_electra.rows(model)
   directories = {d: (c, s) for d, c, s in zip(_ELECTRA_DIRS, configs, states) if s is not None}
   return directories, hf_electra.rows(model)
 
