@@ -43,6 +43,26 @@ def random_distilbert(transformers, torch, *, kind="mlm", seed=0, **config_kwarg
   return _randomised(torch, model_class(config).eval())
 
 
+def random_roberta(transformers, torch, *, stem="Roberta", kind="mlm", seed=0, **config_kwargs):
+  """A ``RobertaForMaskedLM`` / ``RobertaModel`` (kind "mlm" / "model"), random, eval mode;
+  ``stem="XLMRoberta"`` gives XLM-R's classes.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    stem: "Roberta" or "XLMRoberta".
+    kind: "mlm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.RobertaConfig` fields.
+  """
+  config = getattr(transformers, f"{stem}Config")(
+    hidden_act="gelu", attn_implementation="eager", **config_kwargs
+  )
+  torch.manual_seed(seed)
+  model_class = getattr(transformers, f"{stem}ForMaskedLM" if kind == "mlm" else f"{stem}Model")
+  return _randomised(torch, model_class(config).eval())
+
+
 def _randomised(torch, model):
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
@@ -65,7 +85,8 @@ def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
 def torch_outputs(torch, model, input_ids, token_types, mask):
   """The model's outputs on numpy inputs, as numpy: hidden states, attentions, logits."""
   segments = {}
-  if model.config.model_type == "bert":  # DistilBERT has no token types.
+  # DistilBERT has no token types; RoBERTa's one type is all zeros.
+  if model.config.model_type in ("bert", "roberta", "xlm-roberta"):
     segments["token_type_ids"] = torch.from_numpy(token_types.astype(np.int64))
   with torch.no_grad():
     outputs = model(

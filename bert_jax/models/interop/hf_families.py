@@ -18,6 +18,7 @@ from bert_jax.models.interop import (
   transformer_xl_weights,
   xlnet_weights,
 )
+from bert_jax.models.roberta import hf as roberta_hf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,20 @@ _FORMATS = (
     transformer_xl_weights.params_from_hf,
     transformer_xl_weights.hf_from_params,
     transformer_xl_weights.architecture,
+  ),
+  *(
+    HfFormat(
+      family,
+      model_type,
+      label,
+      roberta_hf.model_config,
+      roberta_hf.config_json,
+      roberta_hf.rows,
+      roberta_hf.params_from_hf,
+      roberta_hf.hf_from_params,
+      roberta_hf.architecture_of(family),
+    )
+    for family, (model_type, label, _) in roberta_hf.MODEL_TYPES.items()
   ),
 )
 
