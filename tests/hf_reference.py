@@ -71,14 +71,20 @@ def _randomised(torch, model):
   return model
 
 
-def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
-  """(input_ids, token_type_ids, mask) int32 numpy, with padding of different lengths."""
+def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0, pad_id=None):
+  """(input_ids, token_type_ids, mask) int32 numpy, with padding of different lengths.
+
+  ``pad_id``: put it on the padding and nowhere else (RoBERTa finds padding by its id).
+  """
   rng = np.random.default_rng(seed)
   input_ids = rng.integers(0, vocab_size, size=(batch, length)).astype(np.int32)
   token_types = rng.integers(0, type_vocab_size, size=(batch, length)).astype(np.int32)
   mask = np.ones((batch, length), np.int32)
   mask[1, length - 4 :] = 0
   mask[2, 5:] = 0
+  if pad_id is not None:
+    input_ids = np.where(input_ids == pad_id, pad_id + 1, input_ids)
+    input_ids = np.where(mask == 1, input_ids, pad_id).astype(np.int32)
   return input_ids, token_types, mask
 
 

@@ -38,6 +38,11 @@ def merges_path(vocab_path: str) -> str:
   return posixpath.join(posixpath.dirname(vocab_path), MERGES_FILE)
 
 
+def companion_files(vocab_path: str) -> list[str]:
+  """Files a vocab needs beside it: ``merges.txt`` for a byte-level BPE ``vocab.json``."""
+  return [merges_path(vocab_path)] if vocab_path.endswith(".json") else []
+
+
 class _Fairseq(_Vocab):
   """What RoBERTa's and XLM-R's vocabs share: fairseq's special ids and pair format."""
 
