@@ -114,7 +114,7 @@ _FORMATS = (
     HfFormat(
       family,
       model_type,
-      label,
+      "RoBERTa",  # XLM-R too: one architecture.
       roberta_hf.model_config,
       roberta_hf.config_json,
       roberta_hf.rows,
@@ -122,7 +122,7 @@ _FORMATS = (
       roberta_hf.hf_from_params,
       roberta_hf.architecture_of(family),
     )
-    for family, (model_type, label, _) in roberta_hf.MODEL_TYPES.items()
+    for family, (model_type, _, _) in roberta_hf.MODEL_TYPES.items()
   ),
 )
 
@@ -130,7 +130,11 @@ _FORMATS = (
 def _choices() -> str:
   # ELECTRA's two directories (discriminator + generator) convert through `hf_electra`.
   # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
-  labels = [f"{f.label} ({f.model_type!r})" for f in _FORMATS]
+  # Formats of one label (RoBERTa's two model types) share an entry.
+  types = {}
+  for f in _FORMATS:
+    types.setdefault(f.label, []).append(repr(f.model_type))
+  labels = [f"{label} ({', '.join(model_types)})" for label, model_types in types.items()]
   return ", ".join(labels + [f"ELECTRA ({names.ELECTRA!r})"])
 
 
