@@ -4,6 +4,7 @@ Every parameter is drawn at random (LayerNorm scales around 1, biases non-zero),
 mapped to the wrong place, transposed or left out changes the outputs.
 """
 
+import jax
 import numpy as np
 
 
@@ -170,3 +171,19 @@ def random_electra_pair(transformers, torch, *, seed=0, generator=None, **config
     for name, tensor in discriminator.electra.embeddings.state_dict().items():
       generator_model.electra.embeddings.state_dict()[name].copy_(tensor)
   return discriminator, generator_model
+
+
+def assert_gradients_equal(ours, theirs):
+  """Two params trees of gradients hold the same paths and equal values, tensor by tensor.
+
+  One scale for all: some gradients are zero in exact arithmetic (the key bias) and hold only
+  rounding noise on both sides, so each is compared relative to the largest gradient.
+  """
+  flat_ours = jax.tree_util.tree_leaves_with_path(ours)
+  flat_theirs = dict(jax.tree_util.tree_leaves_with_path(theirs))
+  assert len(flat_ours) == len(flat_theirs)
+  scale = max(float(np.max(np.abs(g))) for g in flat_theirs.values())
+  for path, grad in flat_ours:
+    np.testing.assert_allclose(
+      grad / scale, flat_theirs[path] / scale, atol=1e-6, err_msg=jax.tree_util.keystr(path)
+    )
