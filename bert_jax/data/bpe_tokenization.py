@@ -90,7 +90,7 @@ class ByteLevelBpeTokenizer(_Fairseq):
     try:
       vocab = json.loads(files.read_text(vocab_path))
       bpe = models.BPE(vocab, _read_merges(merges))
-    except (ValueError, Exception) as error:  # tokenizers raises plain Exceptions.
+    except Exception as error:  # pylint: disable=broad-except (tokenizers raises plain ones)
       raise UserInputError(
         f"{vocab_path} / {MERGES_FILE} are not a byte-level BPE vocab ({str(error)[:80]}); pass "
         "RoBERTa's vocab.json with its merges.txt"
