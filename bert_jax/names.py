@@ -57,6 +57,8 @@ DISTILBERT = "distilbert"
 ELECTRA = "electra"
 XLNET = "xlnet"
 TRANSFORMER_XL = "transformer_xl"
-FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL)
+ROBERTA = "roberta"
+XLM_ROBERTA = "xlm_roberta"  # RoBERTa's architecture with XLM-R's SentencePiece vocab.
+FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA)
 # Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
 RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)

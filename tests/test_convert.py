@@ -323,9 +323,9 @@ BAD_HF_DIRS = {
     lambda d: (d / "model.safetensors").unlink(),
     "holds neither model.safetensors nor pytorch_model.bin",
   ),
-  "roberta": (
-    lambda d: _edit_config(d, model_type="roberta"),
-    "describes a 'roberta' model; convert handles BERT",
+  "deberta": (
+    lambda d: _edit_config(d, model_type="deberta"),
+    "describes a 'deberta' model; convert handles BERT",
   ),
   "tanh_gelu": (
     lambda d: _edit_config(d, hidden_act="gelu_new"),

@@ -11,6 +11,9 @@ from bert_jax.config_fields import option
 from bert_jax.data import default_corpus, sentence_pairs, tfds_source
 from bert_jax.errors import UserInputError
 
+# How rows are made from the text: BERT's sentence pairs, or RoBERTa's FULL-SENTENCES.
+PACKINGS = ("pairs", "full_sentences")
+
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingDataConfig:
@@ -59,6 +62,11 @@ class PretrainingDataConfig:
     "nsp",
     help="Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only; "
     "the sentence head is dropped).",
+  )
+  packing: str = option(
+    "pairs",
+    help="pairs (BERT: one or two segments per row) | full_sentences (RoBERTa: rows filled "
+    "with whole sentences across documents, [SEP] / </s> after each; objective none).",
   )
   span_geometric_p: float = option(
     0.2, help="span: span length in words ~ Geometric(p) (SpanBERT: 0.2)."
@@ -119,6 +127,14 @@ class PretrainingDataConfig:
     objectives = sentence_pairs.OBJECTIVES + (names.CLM,)
     if self.objective not in objectives:
       raise UserInputError(f"data.objective is {self.objective!r}; choose one of {objectives}")
+    if self.packing not in PACKINGS:
+      raise UserInputError(f"data.packing is {self.packing!r}; choose one of {PACKINGS}")
+    if self.packing == "full_sentences" and (self.objective != "none" or self.tfrecord_pattern):
+      raise UserInputError(
+        "data.packing='full_sentences' packs the text corpus for MLM only: set "
+        "data.objective='none' and no data.tfrecord_pattern (records made with "
+        "create_pretraining_data --style=full_sentences are packed already)"
+      )
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
         f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "

@@ -26,6 +26,7 @@ from absl import logging
 
 from bert_jax import environment
 from bert_jax.data import (
+  full_sentences,
   masked_batches,
   masking,
   pretraining_examples,
@@ -103,6 +104,9 @@ class PretrainingData:
       special_ids=self.tokenizer.special_ids,
       objective=config.objective,
     )
+    self._full_sentences = dict(
+      max_seq_length=config.max_seq_length, special_ids=self.tokenizer.special_ids
+    )
     self._eval_examples = None
 
   def _read_corpus(self, config):
@@ -127,7 +131,12 @@ class PretrainingData:
     )
 
   def train_examples(self, seed):
-    """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`)."""
+    """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`,
+    or `full_sentences.FullSentenceExamples` with ``data.packing='full_sentences'``)."""
+    if self.config.packing == "full_sentences":
+      return full_sentences.FullSentenceExamples(
+        self.train_corpus, seed=seed, **self._full_sentences
+      )
     return pretraining_examples.TrainExamples(self.train_corpus, seed=seed, **self._pairing)
 
   def eval_examples(self):
@@ -136,6 +145,10 @@ class PretrainingData:
       raise UserInputError(
         "the eval split is empty because data.eval_fraction is 0; set it to e.g. 0.05 to "
         "hold out documents for evaluation"
+      )
+    if self._eval_examples is None and self.config.packing == "full_sentences":
+      self._eval_examples = full_sentences.FullSentenceExamples(
+        self.eval_corpus, num_examples=self.config.num_eval_examples, **self._full_sentences
       )
     if self._eval_examples is None:
       self._eval_examples = pretraining_examples.EvalExamples(
