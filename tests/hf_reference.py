@@ -43,6 +43,29 @@ def random_distilbert(transformers, torch, *, kind="mlm", seed=0, **config_kwarg
   return _randomised(torch, model_class(config).eval())
 
 
+def random_xlm(transformers, torch, *, kind="lm", seed=0, **config_kwargs):
+  """An ``XLMWithLMHeadModel`` (or ``XLMModel`` for kind="model"), random weights, eval mode.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    kind: "lm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.XLMConfig` fields (``lang2id`` names the languages).
+  """
+  config = transformers.XLMConfig(attn_implementation="eager", **config_kwargs)
+  torch.manual_seed(seed)
+  model_class = transformers.XLMWithLMHeadModel if kind == "lm" else transformers.XLMModel
+  model = model_class(config).eval()
+  fixed = model.base_model.position_embeddings.weight if config.sinusoidal_embeddings else None
+  with torch.no_grad():
+    for name, parameter in model.named_parameters():  # Tied tensors appear once.
+      if parameter is not fixed:  # The sinusoids stay: XLM never trains them.
+        centre = 1.0 if "layer_norm" in name and name.endswith("weight") else 0.0
+        parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+  return model
+
+
 def _randomised(torch, model):
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
@@ -67,6 +90,8 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
   segments = {}
   if model.config.model_type == "bert":  # DistilBERT has no token types.
     segments["token_type_ids"] = torch.from_numpy(token_types.astype(np.int64))
+  elif model.config.model_type == "xlm":  # XLM's segments are languages.
+    segments["langs"] = torch.from_numpy(token_types.astype(np.int64))
   with torch.no_grad():
     outputs = model(
       input_ids=torch.from_numpy(input_ids.astype(np.int64)),
@@ -84,7 +109,7 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
       mlm_logits=outputs.prediction_logits.numpy(),
       nsp_logits=outputs.seq_relationship_logits.numpy(),
     )
-  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM
+  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM, XLMWithLMHeadModel
     result["mlm_logits"] = outputs.logits.numpy()
   return result
 

@@ -8,6 +8,7 @@ from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.models.electra_config import ElectraOptions, generator_config
+from bert_jax.models.xlm.options import XlmOptions
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -182,6 +183,9 @@ class ModelConfig:
   electra: ElectraOptions = option(
     default_factory=ElectraOptions, help="Generator size and RTD weight of family electra."
   )
+  xlm: XlmOptions = option(
+    default_factory=XlmOptions, help="Languages and position table of family xlm."
+  )
 
   def __post_init__(self):
     if self.family not in names.FAMILIES:
@@ -324,7 +328,7 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   unknown = sorted(set(fields) - known)
   if unknown:
     raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
-  for name, cls in (("lsh", LshOptions), ("electra", ElectraOptions)):
+  for name, cls in (("lsh", LshOptions), ("electra", ElectraOptions), ("xlm", XlmOptions)):
     if name in fields and not isinstance(fields[name], cls):
       fields[name] = _subsection(cls, fields[name], f"model.{name}")
   return ModelConfig(**fields)

@@ -16,6 +16,7 @@ from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
 from bert_jax.models.transformer_xl import TransformerXLEncoder, TransformerXLLMHeadModel
+from bert_jax.models.xlm.model import XlmEncoder, XlmWithLMHead
 from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
 
@@ -64,6 +65,8 @@ _FAMILIES = {
     sentence_head=False,
     causal_lm_model=TransformerXLLMHeadModel,
   ),
+  # MLM, CLM and TLM through tasks/xlm_pretraining.py (its LM head at the predicted positions).
+  names.XLM: Family(names.XLM, XlmEncoder, XlmWithLMHead, sentence_head=False),
 }
 
 

@@ -18,6 +18,7 @@ from bert_jax.models.interop import (
   transformer_xl_weights,
   xlnet_weights,
 )
+from bert_jax.models.xlm import hf as xlm_hf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,17 @@ _FORMATS = (
     transformer_xl_weights.params_from_hf,
     transformer_xl_weights.hf_from_params,
     transformer_xl_weights.architecture,
+  ),
+  HfFormat(
+    names.XLM,
+    xlm_hf.MODEL_TYPE,
+    "XLM",
+    xlm_hf.model_config,
+    xlm_hf.config_json,
+    xlm_hf.rows,
+    xlm_hf.params_from_hf,
+    xlm_hf.hf_from_params,
+    xlm_hf.architecture,
   ),
 )
 
