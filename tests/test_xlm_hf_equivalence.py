@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bert_jax.models import families
+from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.xlm import hf as xlm_hf
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
@@ -192,3 +193,29 @@ def test_unsupported_xlm_configs_fail_with_one_line(converted, tmp_path, capsys,
   assert convert.main(["convert", "--from=hf", f"--input={hf_dir}", f"--output={tmp_path}/o"]) == 2
   errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
   assert len(errors) == 1 and expected in errors[0], errors
+
+
+@pytest.mark.parametrize("part,expected", [("model", 248_976_384), ("lm", 249_071_384)])
+def test_parameter_counts_of_xlm_base_equal_transformers(part, expected):
+  """configs/xlm_base.py's sizes (xlm-mlm-tlm-xnli15-1024) against XLMModel / XLMWithLMHead."""
+  sizes = dict(vocab_size=95_000, emb_dim=1024, n_layers=12, n_heads=8, n_langs=15)
+  with torch.device("meta"):
+    model_class = transformers.XLMWithLMHeadModel if part == "lm" else transformers.XLMModel
+    theirs = sum(p.numel() for p in model_class(transformers.XLMConfig(**sizes)).parameters())
+  config = model_config_from_dict(
+    dict(
+      family="xlm",
+      vocab_size=95_000,
+      hidden_size=1024,
+      num_layers=12,
+      num_heads=8,
+      intermediate_size=4096,
+      xlm=dict(languages=tuple(f"l{i}" for i in range(15))),
+    )
+  )
+  ids = jnp.zeros((1, 8), jnp.int32)
+  shapes = jax.eval_shape(
+    lambda: families.get("xlm").pretraining_model(config).init(jax.random.key(0), ids, ids, ids + 1)
+  )["params"]
+  ours = sum(x.size for x in jax.tree.leaves(shapes if part == "lm" else shapes["bert"]))
+  assert ours == theirs == expected

@@ -16,8 +16,8 @@ fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directori
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
 BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do
 DistilBertModel and DistilBertForMaskedLM ones, ALBERT's (AlbertModel / AlbertForMaskedLM /
-AlbertForPreTraining; one shared layer group or one group per layer) and XLNet's (XLNetModel,
-XLNetLMHeadModel): ``model_type`` in config.json picks the family
+AlbertForPreTraining; one shared layer group or one group per layer), XLNet's (XLNetModel,
+XLNetLMHeadModel) and XLM's (XLMModel, XLMWithLMHeadModel, languages from lang2id): ``model_type`` in config.json picks the family
 (`models/interop/hf_families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
