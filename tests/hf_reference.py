@@ -57,20 +57,21 @@ def random_xlm(transformers, torch, *, kind="lm", seed=0, **config_kwargs):
   torch.manual_seed(seed)
   model_class = transformers.XLMWithLMHeadModel if kind == "lm" else transformers.XLMModel
   model = model_class(config).eval()
-  fixed = model.base_model.position_embeddings.weight if config.sinusoidal_embeddings else None
-  with torch.no_grad():
-    for name, parameter in model.named_parameters():  # Tied tensors appear once.
-      if parameter is not fixed:  # The sinusoids stay: XLM never trains them.
-        centre = 1.0 if "layer_norm" in name and name.endswith("weight") else 0.0
-        parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
-  return model
+  # The sinusoids stay: XLM never trains them.
+  fixed = ("position_embeddings.weight",) if config.sinusoidal_embeddings else ()
+  return _randomised(torch, model, fixed=fixed)
 
 
-def _randomised(torch, model):
+def _randomised(torch, model, fixed=()):
+  """Every parameter (but names ending in ``fixed``) drawn at random; LayerNorm scales near 1."""
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
-      centre = 1.0 if name.endswith(("LayerNorm.weight", "layer_norm.weight")) else 0.0
-      parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+      if fixed and name.endswith(fixed):
+        continue
+      scale = name.endswith(("LayerNorm.weight", "layer_norm.weight")) or (
+        "layer_norm" in name and name.endswith(".weight")  # XLM: layer_norm1.<i>.weight.
+      )
+      parameter.copy_(float(scale) + 0.05 * torch.randn_like(parameter))
   return model
 
 

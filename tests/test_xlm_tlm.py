@@ -38,12 +38,7 @@ def _config(corpus_dir, **overrides):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config(str(corpus_dir))
-  for key, value in overrides.items():
-    node = config
-    *parents, leaf = key.split(".")
-    for parent in parents:
-      node = node[parent]
-    node[leaf] = value
+  config.update_from_flattened_dict(overrides)
   return config
 
 

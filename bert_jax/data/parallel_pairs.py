@@ -25,6 +25,8 @@ Batches: ``input_ids``, ``position_ids``, ``language_ids``, ``input_mask`` int32
 [b, P] (P = ``max_predictions_per_seq``, or L for CLM: the next token at every position).
 """
 
+import functools
+
 import numpy as np
 from absl import logging
 
@@ -36,7 +38,7 @@ tf = environment.import_tensorflow_for_data()
 
 OBJECTIVES = ("none", names.CLM, names.TLM)  # data.objective values of family xlm.
 _TRAIN_STREAM, _MASK_STREAM = 5, 6
-_STEPS_PER_CHUNK = 64
+_SPLITS = ("train", "eval")
 _KEYS = ("input_ids", "position_ids", "language_ids", "input_mask")
 
 
@@ -178,10 +180,9 @@ class PairsData:
       out[i] = 2 * self.train_pairs[unit // 2] + unit % 2
     return out
 
-  def _block(self, split, seed, indices):
+  def _examples(self, split, seed, indices):
     examples = [self.example(u // 2, u % 2) for u in self._units(split, seed, indices)]
-    block = {k: np.stack([e[k] for e in examples]) for k in _KEYS}
-    return dict(block, example_index=indices.astype(np.int64))
+    return {k: np.stack([e[k] for e in examples]) for k in _KEYS}
 
   def _mask_fn(self, masking_seed):
     length = tf.TensorSpec([self.config.max_seq_length], tf.int32)
@@ -220,18 +221,9 @@ class PairsData:
       UserInputError: bad split, batch size, process index or position, or an eval split
         smaller than one global batch.
     """
-    if split not in ("train", "eval"):
-      raise UserInputError(f"split is {split!r}; use train or eval")
-    if global_batch_size < 1 or global_batch_size % process_count:
-      raise UserInputError(
-        f"global_batch_size {global_batch_size} is not a positive multiple of "
-        f"process_count {process_count}"
-      )
-    if not 0 <= process_index < process_count or start_position < 0:
-      raise UserInputError(
-        f"process_index {process_index} / start_position {start_position} out of range"
-      )
-    host_batch_size = global_batch_size // process_count
+    masked_batches.check_batch_request(
+      split, _SPLITS, global_batch_size, process_index, process_count, start_position
+    )
     num_batches = None
     masking_seed = pretraining_examples.stream_seed(seed, _MASK_STREAM)
     if split == "eval":
@@ -245,30 +237,12 @@ class PairsData:
         )
       num_batches = max(0, (available - start_position) // global_batch_size)
       masking_seed = pretraining_examples.stream_seed(pretraining_examples.EVAL_SEED, _MASK_STREAM)
-    first_index = start_position + process_index * host_batch_size
-    mask_fn = self._mask_fn(masking_seed)
-
-    def chunk_datasets():
-      step = 0
-      while num_batches is None or step < num_batches:
-        stop = (
-          step + _STEPS_PER_CHUNK
-          if num_batches is None
-          else min(step + _STEPS_PER_CHUNK, num_batches)
-        )
-        indices = np.concatenate(
-          [
-            first_index + s * global_batch_size + np.arange(host_batch_size)
-            for s in range(step, stop)
-          ]
-        )
-        dataset = tf.data.Dataset.from_tensor_slices(self._block(split, seed, indices))
-        yield masked_batches.masked_dataset(dataset, mask_fn, host_batch_size)
-        step = stop
-
-    return masked_batches.PretrainingBatches(
-      chunk_datasets(),
+    return masked_batches.batches_by_index(
+      functools.partial(self._examples, split, seed),
+      self._mask_fn(masking_seed),
       start_position=start_position,
+      process_index=process_index,
+      process_count=process_count,
       global_batch_size=global_batch_size,
       num_batches=num_batches,
     )
