@@ -107,20 +107,7 @@ class PairsData:
     if not len(self.train_pairs):
       raise UserInputError(f"data.pairs_path={config.pairs_path!r} holds no training pairs")
     self._epochs = {}
-    ids = self.tokenizer.special_ids
-    self.masking_config = masking.MaskingConfig(
-      max_predictions_per_seq=self.num_predictions,
-      mask_prob=config.mask_prob,
-      vocab_size=self.tokenizer.vocab_size,
-      special_ids=ids,
-      random_token_low=self.tokenizer.first_regular_id,
-      strategy=config.masking,
-      mask_token_prob=config.mask_token_prob,
-      random_token_prob=config.random_token_prob,
-      continuation=tuple(self.tokenizer.is_continuation().tolist()),
-      span_geometric_p=config.span_geometric_p,
-      max_span_length=config.max_span_length,
-    )
+    self.masking_config = masking.masking_config_for(config, self.tokenizer, self.num_predictions)
     logging.info(
       "parallel pairs: %d (%d held out), objective %s", len(pairs), num_eval, config.objective
     )

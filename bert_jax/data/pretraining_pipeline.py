@@ -80,19 +80,7 @@ class PretrainingData:
       )
     else:
       self._read_corpus(config)
-    self.masking_config = masking.MaskingConfig(
-      max_predictions_per_seq=config.max_predictions_per_seq,
-      mask_prob=config.mask_prob,
-      vocab_size=self.tokenizer.vocab_size,
-      special_ids=self.tokenizer.special_ids,
-      random_token_low=self.tokenizer.first_regular_id,
-      strategy=config.masking,
-      mask_token_prob=config.mask_token_prob,
-      random_token_prob=config.random_token_prob,
-      continuation=tuple(self.tokenizer.is_continuation().tolist()),
-      span_geometric_p=config.span_geometric_p,
-      max_span_length=config.max_span_length,
-    )
+    self.masking_config = masking.masking_config_for(config, self.tokenizer)
     self._pairing = dict(
       max_seq_length=config.max_seq_length,
       short_seq_prob=config.short_seq_prob,
