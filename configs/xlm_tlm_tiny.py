@@ -7,8 +7,8 @@ then train; the argument is the corpus directory:
   python -m bert_jax.main --config=configs/xlm_tlm_tiny.py:/tmp/xlm_pairs \\
       --workdir=/tmp/xlm_tlm_tiny
 
-``--config.data.objective=none`` trains MLM on each sentence alone (tlm_accuracy stays near
-chance, 1/20, on this corpus; TLM's reaches ~1), ``clm`` a causal LM (with
+``--config.data.objective=none`` trains MLM on each sentence alone (on this corpus a masked
+word is unpredictable without its translation), ``clm`` a causal LM (with
 ``--config.model.causal=True``). Any TSV of real pairs works with its own vocab
 (tools/train_vocab over the TSV gives a joint one) and ``data.pair_languages``.
 """

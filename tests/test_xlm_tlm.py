@@ -103,6 +103,10 @@ def test_clm_predicts_the_next_token_of_single_sentences(corpus, tmp_path):
   [
     ({"data.objective": "clm"}, "set model.causal=True"),
     ({"data.objective": "nsp"}, "trains none (MLM), clm or tlm"),
+    (
+      {"data.objective": "clm", "model.causal": True, "model.attention_dropout_rate": 0.1},
+      "set model.attention_dropout_rate=0.0",
+    ),
     ({"model.family": "bert", "model.intermediate_size": 256}, "are XLM's"),
     ({"data.pair_languages": ("a", "c")}, "'c' is not one of model.xlm.languages"),
   ],

@@ -173,7 +173,7 @@ class ModelConfig:
   causal: bool = option(
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
-    "LM; transformers' attn_type='uni'); transformer_xl: always True",
+    "LM; transformers' attn_type='uni'); transformer_xl: always True; xlm: CLM (its causal)",
   )
   embedding_size: int = option(
     0,

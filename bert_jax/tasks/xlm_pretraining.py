@@ -126,6 +126,12 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> XlmPretraini
       f"data.objective={objective!r} with model.causal={model_config.causal}: set "
       f"model.causal={objective == names.CLM} (only CLM hides later tokens)"
     )
+  if objective == names.CLM and model_config.attention_dropout_rate > 0:
+    raise UserInputError(
+      f"data.objective='clm' runs XLM's attention through a causal kernel without attention "
+      f"dropout, but model.attention_dropout_rate={model_config.attention_dropout_rate}; set "
+      "model.attention_dropout_rate=0.0"
+    )
   slots = (
     data_config.max_seq_length if objective == names.CLM else (data_config.max_predictions_per_seq)
   )

@@ -13,8 +13,8 @@ differs from BERT:
   multiplies every layer's output by the mask; keys are masked in attention, so only the
   padded rows themselves change, and those are zero either way);
 - ``model.causal`` (CLM): each token sees itself and the tokens before it; the shared stack
-  runs the ``local`` kernel with one causal chunk as long as the sequence (no attention
-  dropout in that kernel);
+  runs the ``local`` kernel with one causal chunk as long as the sequence (that kernel has
+  no attention dropout: CLM training refuses a non-zero rate, tasks/xlm_pretraining.py);
 - no pooler: fine-tuning heads get the first token's state (transformers' sequence summary
   ``"first"``);
 - the LM head is XLM's ``pred_layer``: the tied word table plus a bias, no transform.
