@@ -46,6 +46,9 @@ PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 # The causal LM objective (`data.objective`): Transformer-XL next-token prediction over
 # consecutive segments with memory (tasks/causal_lm.py), instead of masked sentence pairs.
 CLM = "clm"
+# XLM's translation LM (`data.objective`, family xlm): a parallel sentence pair concatenated,
+# positions restarting at the second sentence, tokens masked in both (tasks/xlm_pretraining.py).
+TLM = "tlm"
 
 # Masked-LM position strategies (`data.masking`; data/mask_positions.py implements each).
 MASKING_STRATEGIES = ("token", "whole_word", "span", "ngram")
@@ -59,6 +62,7 @@ XLNET = "xlnet"
 TRANSFORMER_XL = "transformer_xl"
 ROBERTA = "roberta"
 XLM_ROBERTA = "xlm_roberta"  # RoBERTa's architecture with XLM-R's SentencePiece vocab.
-FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA)
+XLM = "xlm"
+FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA, XLM)
 # Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
 RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)

@@ -64,11 +64,35 @@ def random_roberta(transformers, torch, *, stem="Roberta", kind="mlm", seed=0, *
   return _randomised(torch, model_class(config).eval())
 
 
-def _randomised(torch, model):
+def random_xlm(transformers, torch, *, kind="lm", seed=0, **config_kwargs):
+  """An ``XLMWithLMHeadModel`` (or ``XLMModel`` for kind="model"), random weights, eval mode.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    kind: "lm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.XLMConfig` fields (``lang2id`` names the languages).
+  """
+  config = transformers.XLMConfig(attn_implementation="eager", **config_kwargs)
+  torch.manual_seed(seed)
+  model_class = transformers.XLMWithLMHeadModel if kind == "lm" else transformers.XLMModel
+  model = model_class(config).eval()
+  # The sinusoids stay: XLM never trains them.
+  fixed = ("position_embeddings.weight",) if config.sinusoidal_embeddings else ()
+  return _randomised(torch, model, fixed=fixed)
+
+
+def _randomised(torch, model, fixed=()):
+  """Every parameter (but names ending in ``fixed``) drawn at random; LayerNorm scales near 1."""
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
-      centre = 1.0 if name.endswith(("LayerNorm.weight", "layer_norm.weight")) else 0.0
-      parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+      if fixed and name.endswith(fixed):
+        continue
+      scale = name.endswith(("LayerNorm.weight", "layer_norm.weight")) or (
+        "layer_norm" in name and name.endswith(".weight")  # XLM: layer_norm1.<i>.weight.
+      )
+      parameter.copy_(float(scale) + 0.05 * torch.randn_like(parameter))
   return model
 
 
@@ -95,6 +119,8 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
   # DistilBERT has no token types; RoBERTa's one type is all zeros.
   if model.config.model_type in ("bert", "roberta", "xlm-roberta"):
     segments["token_type_ids"] = torch.from_numpy(token_types.astype(np.int64))
+  elif model.config.model_type == "xlm":  # XLM's segments are languages.
+    segments["langs"] = torch.from_numpy(token_types.astype(np.int64))
   with torch.no_grad():
     outputs = model(
       input_ids=torch.from_numpy(input_ids.astype(np.int64)),
@@ -112,7 +138,7 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
       mlm_logits=outputs.prediction_logits.numpy(),
       nsp_logits=outputs.seq_relationship_logits.numpy(),
     )
-  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM
+  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM, XLMWithLMHeadModel
     result["mlm_logits"] = outputs.logits.numpy()
   return result
 

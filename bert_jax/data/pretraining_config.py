@@ -61,7 +61,15 @@ class PretrainingDataConfig:
   objective: str = option(
     "nsp",
     help="Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only; "
-    "the sentence head is dropped).",
+    "the sentence head is dropped) | clm (causal LM) | tlm (XLM translation LM on pairs_path).",
+  )
+  pairs_path: str = option(
+    "",
+    help="family xlm: TSV glob of parallel pairs (source<TAB>target per line); it replaces "
+    "corpus_paths for MLM (none), CLM and TLM.",
+  )
+  pair_languages: tuple[str, ...] = option(
+    (), help="family xlm: the languages of pairs_path's two columns, e.g. ('en', 'fr')."
   )
   packing: str = option(
     "pairs",
@@ -90,8 +98,9 @@ class PretrainingDataConfig:
   tfds_max_documents: int = option(0, help="Read at most this many documents; 0 = all.")
 
   def __post_init__(self):
-    paths = self.corpus_paths
-    object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
+    for key in ("corpus_paths", "pair_languages"):
+      value = getattr(self, key)
+      object.__setattr__(self, key, (value,) if isinstance(value, str) else tuple(value))
     sentence_pairs.check_max_seq_length(self.max_seq_length)
     # The causal LM predicts every next token; the masked slots do not apply to it.
     if self.objective != names.CLM and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
@@ -124,7 +133,7 @@ class PretrainingDataConfig:
       raise UserInputError(
         f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
       )
-    objectives = sentence_pairs.OBJECTIVES + (names.CLM,)
+    objectives = sentence_pairs.OBJECTIVES + (names.CLM, names.TLM)
     if self.objective not in objectives:
       raise UserInputError(f"data.objective is {self.objective!r}; choose one of {objectives}")
     if self.packing not in PACKINGS:

@@ -10,6 +10,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import adaptive_config
 from bert_jax.models.adaptive_config import AdaptiveOptions
 from bert_jax.models.electra_config import ElectraOptions, generator_config
+from bert_jax.models.xlm.options import XlmOptions
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -174,7 +175,7 @@ class ModelConfig:
   causal: bool = option(
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
-    "LM; transformers' attn_type='uni'); transformer_xl: always True",
+    "LM; transformers' attn_type='uni'); transformer_xl: always True; xlm: CLM (its causal)",
   )
   embedding_size: int = option(
     0,
@@ -187,6 +188,9 @@ class ModelConfig:
   adaptive: AdaptiveOptions = option(
     default_factory=AdaptiveOptions,
     help="transformer_xl: adaptive input and softmax (cutoffs, div_val, tie_projs).",
+  )
+  xlm: XlmOptions = option(
+    default_factory=XlmOptions, help="Languages and position table of family xlm."
   )
 
   def __post_init__(self):
@@ -335,6 +339,7 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
     ("lsh", LshOptions),
     ("electra", ElectraOptions),
     ("adaptive", AdaptiveOptions),
+    ("xlm", XlmOptions),
   ):
     if name in fields and not isinstance(fields[name], cls):
       fields[name] = _subsection(cls, fields[name], f"model.{name}")

@@ -17,9 +17,9 @@ config.json and model.safetensors (read without torch) or pytorch_model.bin (nee
 BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do
 DistilBertModel and DistilBertForMaskedLM ones, ALBERT's (AlbertModel / AlbertForMaskedLM /
 AlbertForPreTraining; one shared layer group or one group per layer), XLNet's (XLNetModel,
-XLNetLMHeadModel) and RoBERTa's / XLM-R's ((XLM)RobertaModel, (XLM)RobertaForMaskedLM, with
-their vocab.json + merges.txt / sentencepiece.bpe.model): ``model_type`` in config.json picks
-the family
+XLNetLMHeadModel), RoBERTa's / XLM-R's ((XLM)RobertaModel, (XLM)RobertaForMaskedLM, with
+their vocab.json + merges.txt / sentencepiece.bpe.model) and XLM's (XLMModel, XLMWithLMHeadModel,
+languages from lang2id): ``model_type`` in config.json picks the family
 (`models/interop/hf_families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a

@@ -19,6 +19,7 @@ from bert_jax.models.interop import (
   xlnet_weights,
 )
 from bert_jax.models.roberta import hf as roberta_hf
+from bert_jax.models.xlm import hf as xlm_hf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +124,17 @@ _FORMATS = (
       roberta_hf.architecture_of(family),
     )
     for family, (model_type, _, _) in roberta_hf.MODEL_TYPES.items()
+  ),
+  HfFormat(
+    names.XLM,
+    xlm_hf.MODEL_TYPE,
+    "XLM",
+    xlm_hf.model_config,
+    xlm_hf.config_json,
+    xlm_hf.rows,
+    xlm_hf.params_from_hf,
+    xlm_hf.hf_from_params,
+    xlm_hf.architecture,
   ),
 )
 
