@@ -23,12 +23,7 @@ read from the train file).
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import (
-  default_corpus,
-  parallel_pairs,
-  segment_batches,
-  tokenization,
-)
+from bert_jax.data import default_corpus, segment_batches, tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.tasks import (
   causal_lm,
@@ -53,10 +48,18 @@ MAKE_PRETRAINING_TASK = {
   names.ELECTRA: electra_pretraining.make_task,
 }
 
+
 # model.family -> (make_task, data class) of a family whose pretraining objectives (every
 # data.objective it takes) and data are its own.
+def _pairs_data(data_config, model_config):
+  # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile.
+  from bert_jax.data import parallel_pairs  # pylint: disable=g-import-not-at-top
+
+  return parallel_pairs.PairsData(data_config, model_config)
+
+
 OWN_PRETRAINING = {
-  names.XLM: (xlm_pretraining.make_task, parallel_pairs.PairsData),
+  names.XLM: (xlm_pretraining.make_task, _pairs_data),
 }
 
 
