@@ -27,8 +27,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert_jax.data import files as data_files
-from bert_jax.data import record_format, tokenized_corpus
+from bert_jax.data import record_format, text_corpus, tokenized_corpus
 from bert_jax.errors import UserInputError
+
+# Lines after which a file that is mostly not UTF-8 is refused, before it yields a window.
+_EARLY_TEXT_CHECK_LINES = 1024
 
 
 def file_size(path):
@@ -62,20 +65,26 @@ def stream_documents(paths, counter, split_sentences=None):
       raise FileNotFoundError(f"corpus file {path} does not exist")
     any_text = False
     current, bad = [], 0
+    file_bad = file_text = 0
     with data_files.open_binary(path) as f:
-      for raw_line in f:
+      for number, raw_line in enumerate(f, 1):
         counter.bytes += len(raw_line)
+        if number == _EARLY_TEXT_CHECK_LINES:  # A binary file is refused before any record.
+          text_corpus.check_mostly_text(path, file_bad, file_text)
         try:
           line = raw_line.decode("utf-8").strip()
         except UnicodeDecodeError:
           bad += 1  # Skip only the bad line; counted in the metadata.
+          file_bad += 1
           continue
         if line:
+          file_text += 1
           counter.words += len(line.split())
           current.extend(split_sentences(line) if split_sentences else [line])
         elif current:
           yield current, bad
           any_text, current, bad = True, [], 0
+    text_corpus.check_mostly_text(path, file_bad, file_text)
     if current:
       yield current, bad
       any_text, bad = True, 0

@@ -11,6 +11,11 @@ Parameter layout (one tree, so checkpoints, resume and sharding treat the pair a
   generator_head/        dense to ``embedding_size`` + GELU + LayerNorm, then the shared word
                          table and an output bias
 
+A ``model.electra.lone_generator`` model (a converted ``ElectraForMaskedLM``, e.g. the
+published electra-*-generator checkpoints) has no discriminator: ``bert/`` is the generator's
+trunk at the model's own sizes and ``generator_head/`` its masked-LM head, so fine-tuning and
+the tools read it like any ELECTRA trunk.
+
 Hugging Face's ``ElectraForPreTraining`` / ``ElectraForMaskedLM`` map onto these names
 (`models/interop/hf_electra.py`).
 """
@@ -165,9 +170,15 @@ class ElectraForPreTraining(nn.Module):
     masked_lm_weights_BP=None,
   ):
     """Returns float32 ``mlm_logits`` [B, P, V] and ``rtd_logits`` [B, L], and when sampling,
-    the int ``rtd_labels`` [B, L] (1 = the sampled token differs from the original)."""
+    the int ``rtd_labels`` [B, L] (1 = the sampled token differs from the original). A lone
+    generator returns ``mlm_logits`` only (at ``masked_lm_positions_BP``, or everywhere)."""
     gen_config = generator_config(self.config)
     bert = ElectraEncoder(self.config, self.deterministic, name="bert")
+    if self.config.electra.lone_generator:
+      x_BLG, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
+      if masked_lm_positions_BP is not None:
+        x_BLG = jnp.take_along_axis(x_BLG, masked_lm_positions_BP[:, :, None], axis=1)
+      return {"mlm_logits": GeneratorHead(gen_config, name="generator_head")(x_BLG, bert.attend)}
     generator = GeneratorEncoder(gen_config, self.deterministic, name="generator")
     gen_head = GeneratorHead(gen_config, name="generator_head")
     disc_head = DiscriminatorHead(self.config, name="discriminator_head")

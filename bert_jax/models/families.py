@@ -15,7 +15,9 @@ from bert_jax.models.albert import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.bert import BertEncoder, BertForPreTraining
 from bert_jax.models.distilbert import DistilBertEncoder, DistilBertForMaskedLM
 from bert_jax.models.electra import ElectraEncoder, ElectraForPreTraining
+from bert_jax.models.roberta.model import RobertaEncoder, RobertaForMaskedLM
 from bert_jax.models.transformer_xl import TransformerXLEncoder, TransformerXLLMHeadModel
+from bert_jax.models.xlm.model import XlmEncoder, XlmWithLMHead
 from bert_jax.models.xlnet import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
 
@@ -64,6 +66,13 @@ _FAMILIES = {
     sentence_head=False,
     causal_lm_model=TransformerXLLMHeadModel,
   ),
+  # One architecture, two names (as in transformers): XLM-R differs only in its vocab.
+  **{
+    name: Family(name, RobertaEncoder, RobertaForMaskedLM, sentence_head=False)
+    for name in (names.ROBERTA, names.XLM_ROBERTA)
+  },
+  # MLM, CLM and TLM through tasks/xlm_pretraining.py (its LM head at the predicted positions).
+  names.XLM: Family(names.XLM, XlmEncoder, XlmWithLMHead, sentence_head=False),
 }
 
 

@@ -101,8 +101,9 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
     return metrics
 
 
-def make_task(model_config: ModelConfig, data_config, data=None) -> ElectraPretrainingTask:
-  """The registry's entry point for ``model.family='electra'`` pretraining.
+def make_task(model_config: ModelConfig, data_config, data=None) -> pretraining.PretrainingTask:
+  """The registry's entry point for ``model.family='electra'`` pretraining (a
+  ``model.electra.lone_generator`` model trains BERT's masked LM alone).
 
   Raises:
     UserInputError: a sentence-level objective is configured (ELECTRA has no sentence head).
@@ -112,6 +113,13 @@ def make_task(model_config: ModelConfig, data_config, data=None) -> ElectraPretr
     raise UserInputError(
       f"data.objective={data_config.objective!r} needs a sentence head, which "
       f"model.family={names.ELECTRA!r} does not have; set data.objective='none'"
+    )
+  if model_config.electra.lone_generator:
+    return pretraining.PretrainingTask(
+      model_config,
+      data_config.max_seq_length,
+      data_config.max_predictions_per_seq,
+      sentence_objective="none",
     )
   return ElectraPretrainingTask(
     model_config, data_config.max_seq_length, data_config.max_predictions_per_seq

@@ -6,7 +6,8 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
   pretraining      bert_jax.data.pretraining_pipeline, bert_jax.tasks.pretraining
                    (bert_jax.tasks.electra_pretraining for model.family electra;
                    bert_jax.data.segment_batches, bert_jax.tasks.causal_lm for
-                   data.objective clm)
+                   data.objective clm; bert_jax.data.parallel_pairs,
+                   bert_jax.tasks.xlm_pretraining for model.family xlm)
   distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
@@ -22,9 +23,15 @@ read from the train file).
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import default_corpus, pretraining_pipeline, segment_batches, tokenization
+from bert_jax.data import default_corpus, segment_batches, tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.tasks import causal_lm, distillation, electra_pretraining, pretraining
+from bert_jax.tasks import (
+  causal_lm,
+  distillation,
+  electra_pretraining,
+  pretraining,
+  xlm_pretraining,
+)
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
@@ -42,7 +49,28 @@ MAKE_PRETRAINING_TASK = {
 }
 
 
+# model.family -> (make_task, data class) of a family whose pretraining objectives (every
+# data.objective it takes) and data are its own.
+def _pairs_data(data_config, model_config):
+  # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile.
+  from bert_jax.data import parallel_pairs  # pylint: disable=g-import-not-at-top
+
+  return parallel_pairs.PairsData(data_config, model_config)
+
+
+OWN_PRETRAINING = {
+  names.XLM: (xlm_pretraining.make_task, _pairs_data),
+}
+
+
 def _make_pretraining_task(model_config, data_config, data=None):
+  if model_config.family in OWN_PRETRAINING:
+    return OWN_PRETRAINING[model_config.family][0](model_config, data_config, data)
+  if data_config.objective == names.TLM or data_config.pairs_path:
+    raise UserInputError(
+      f"data.objective='tlm' and data.pairs_path are XLM's; model.family={model_config.family!r}"
+      " pretrains on data.corpus_paths: set model.family='xlm' or unset them"
+    )
   if data_config.objective == names.CLM:
     return causal_lm.make_task(model_config, data_config, data)
   make = MAKE_PRETRAINING_TASK.get(model_config.family, pretraining.make_task)
@@ -90,6 +118,10 @@ def make_data(settings):
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
+  own = OWN_PRETRAINING.get(settings.model.family)
+  if settings.trainer.task == names.PRETRAINING and own:
+    own[0](settings.model, settings.data)  # Refuses an objective the family has not first.
+    return own[1](settings.data, settings.model)
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
     causal_lm.make_task(settings.model, settings.data)  # Refuses a model without memory first.
     return segment_batches.SegmentData(
@@ -98,6 +130,10 @@ def make_data(settings):
       global_batch_size=settings.trainer.global_batch_size,
     )
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
+    # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile
+    # or time the step (hosts without TensorFlow can run those).
+    from bert_jax.data import pretraining_pipeline  # pylint: disable=g-import-not-at-top
+
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
     )

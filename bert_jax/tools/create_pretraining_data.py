@@ -152,7 +152,7 @@ def _run_in_worker(args_and_index):
   return run_process(args, process_index)
 
 
-def parse_args(argv):
+def _parser():
   parser = argparse.ArgumentParser(
     prog="python -m bert_jax.tools.create_pretraining_data",
     description="Text files -> sharded TFRecords of unmasked token ids with document ids.",
@@ -211,7 +211,15 @@ def parse_args(argv):
     default=30.0,
     help="seconds between progress lines (documents/s, tokens/s, ETA)",
   )
-  args = parser.parse_args(argv)
+  return parser
+
+
+def parse_args(argv):
+  """The tool's flags, checked; a bad flag or value raises `UserInputError`."""
+  return _checked(cli.parse_args(_parser(), argv))
+
+
+def _checked(args):
   if args.style == "full_sentences":
     args.objective = "none"
   if args.num_workers > 1:
@@ -241,16 +249,15 @@ def parse_args(argv):
 def main(argv=None):
   logging.set_verbosity(logging.INFO)
 
-  def body():
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+  def body(args):
+    args = _checked(args)
     if args.num_workers > 1:
       with multiprocessing.get_context("spawn").Pool(args.num_workers) as pool:
         pool.map(_run_in_worker, [(args, p) for p in range(args.process_count)])
     else:
       run_process(args, args.process_index)
 
-  # Status 1 for bad input, as this tool has always returned.
-  return cli.guard(body)
+  return cli.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,37 @@ def _distilbert_model_and_loss(transformers, model_config: ModelConfig, seed: in
   return model, loss_fn
 
 
+def bert_or_albert_config(transformers, model_config: ModelConfig, **extra):
+  """Hugging Face's AlbertConfig (``model.family=albert``) or BertConfig of ``model_config``.
+
+  Args:
+    transformers: the imported ``transformers`` package.
+    model_config: the bert_jax model it describes.
+    **extra: more config keywords (e.g. ``attn_implementation``).
+  """
+  albert = model_config.family == names.ALBERT
+  sizes = {"embedding_size": model_config.embedding_width} if albert else {}
+  groups = (
+    {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
+    if albert
+    else {}
+  )
+  return (transformers.AlbertConfig if albert else transformers.BertConfig)(
+    **sizes,
+    **groups,
+    **extra,
+    vocab_size=model_config.vocab_size,
+    hidden_size=model_config.hidden_size,
+    num_hidden_layers=model_config.num_layers,
+    num_attention_heads=model_config.num_heads,
+    intermediate_size=model_config.intermediate_size,
+    max_position_embeddings=model_config.max_position_embeddings,
+    hidden_dropout_prob=model_config.hidden_dropout_rate,
+    attention_probs_dropout_prob=model_config.attention_dropout_rate,
+    hidden_act=model_config.hidden_act,
+  )
+
+
 def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0):
   """Returns (jitted step(params, opt_state, batch, rng) -> (params, opt_state, loss), state).
 
@@ -60,24 +91,7 @@ def hf_train_step_and_state(model_config: ModelConfig, optimizer, seed: int = 0)
     return _jitted_step(model.params, loss_fn, optimizer)
 
   albert = model_config.family == names.ALBERT
-  sizes = {"embedding_size": model_config.embedding_width} if albert else {}
-  hf_config = (transformers.AlbertConfig if albert else transformers.BertConfig)(
-    **sizes,
-    vocab_size=model_config.vocab_size,
-    hidden_size=model_config.hidden_size,
-    num_hidden_layers=model_config.num_layers,
-    num_attention_heads=model_config.num_heads,
-    intermediate_size=model_config.intermediate_size,
-    max_position_embeddings=model_config.max_position_embeddings,
-    hidden_dropout_prob=model_config.hidden_dropout_rate,
-    attention_probs_dropout_prob=model_config.attention_dropout_rate,
-    hidden_act=model_config.hidden_act,
-    **(
-      {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
-      if albert
-      else {}
-    ),
-  )
+  hf_config = bert_or_albert_config(transformers, model_config)
   model_class = (
     transformers.FlaxAlbertForPreTraining if albert else transformers.FlaxBertForPreTraining
   )

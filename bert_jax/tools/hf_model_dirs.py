@@ -2,7 +2,8 @@
 
 Weights come from ``model.safetensors`` (one file or shards; float32, bf16 or f16, read without
 torch) or ``pytorch_model.bin`` (needs torch); ``config.json``'s ``model_type`` picks the family
-(`models/interop/hf_families.py`); ELECTRA pairs a discriminator directory with its generator's.
+(`models/interop/hf_families.py`); ELECTRA pairs a discriminator directory with its generator's,
+or converts a generator (ElectraForMaskedLM) alone.
 """
 
 import json
@@ -75,6 +76,14 @@ def read_model(directory: epath.Path, generator=None):
   generator_values = generator_state = None
   weights_path, state = read_state(directory)
   source = str(weights_path)
+  if hf_electra.is_generator_state(state):
+    if generator:
+      raise UserInputError(
+        f"--input={directory} is an ELECTRA generator (ElectraForMaskedLM); pass the "
+        "discriminator as --input with --generator, or drop --generator to convert it alone"
+      )
+    model = hf_electra.lone_generator_config_from_hf(values, str(config_path))
+    return model, hf_electra.lone_generator_params_from_hf(state, model, source), weights_path
   if generator:
     generator_dir = epath.Path(generator)
     if not generator_dir.is_dir():

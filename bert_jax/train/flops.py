@@ -62,14 +62,17 @@ def _encoder_flops(config: ModelConfig, tokens: int, seq_len: int) -> float:
 
 
 def _electra_train_flops(config, batch_size: int, seq_len: int, predictions_per_seq: int):
-  """ELECTRA: the discriminator and its per-token head at every position, the generator's
-  encoder at every position and its head + vocabulary projection at the masked ones."""
+  """ELECTRA: the discriminator and its per-token head at every position (none for a lone
+  generator), the generator's encoder at every position and its head + vocabulary projection
+  at the masked ones."""
   gen = generator_config(config)
   tokens = batch_size * seq_len
   embedding = config.embedding_size or config.hidden_size
   discriminator = _encoder_flops(config, tokens, seq_len) + tokens * 2 * (
     config.hidden_size**2 + config.hidden_size
   )
+  if config.electra.lone_generator:  # `gen` is the model itself; there is no discriminator.
+    discriminator = 0
   generator = _encoder_flops(gen, tokens, seq_len) + batch_size * predictions_per_seq * 2 * (
     gen.hidden_size * embedding + embedding * config.vocab_size
   )

@@ -18,6 +18,8 @@ from bert_jax.models.interop import (
   transformer_xl_weights,
   xlnet_weights,
 )
+from bert_jax.models.roberta import hf as roberta_hf
+from bert_jax.models.xlm import hf as xlm_hf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +111,42 @@ _FORMATS = (
     transformer_xl_weights.hf_from_params,
     transformer_xl_weights.architecture,
   ),
+  *(
+    HfFormat(
+      family,
+      model_type,
+      "RoBERTa",  # XLM-R too: one architecture.
+      roberta_hf.model_config,
+      roberta_hf.config_json,
+      roberta_hf.rows,
+      roberta_hf.params_from_hf,
+      roberta_hf.hf_from_params,
+      roberta_hf.architecture_of(family),
+    )
+    for family, (model_type, _, _) in roberta_hf.MODEL_TYPES.items()
+  ),
+  HfFormat(
+    names.XLM,
+    xlm_hf.MODEL_TYPE,
+    "XLM",
+    xlm_hf.model_config,
+    xlm_hf.config_json,
+    xlm_hf.rows,
+    xlm_hf.params_from_hf,
+    xlm_hf.hf_from_params,
+    xlm_hf.architecture,
+  ),
 )
 
 
 def _choices() -> str:
   # ELECTRA's two directories (discriminator + generator) convert through `hf_electra`.
   # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
-  labels = [f"{f.label} ({f.model_type!r})" for f in _FORMATS]
+  # Formats of one label (RoBERTa's two model types) share an entry.
+  types = {}
+  for f in _FORMATS:
+    types.setdefault(f.label, []).append(repr(f.model_type))
+  labels = [f"{label} ({', '.join(model_types)})" for label, model_types in types.items()]
   return ", ".join(labels + [f"ELECTRA ({names.ELECTRA!r})"])
 
 
