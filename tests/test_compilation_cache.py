@@ -60,11 +60,12 @@ def test_a_second_process_with_the_same_config_compiles_nothing_new(tmp_path):
   ]
   first = _run(tmp_path / "first", flags)
   written = _entries(cache)
-  # The train, eval and init programs at least, each written on a miss.
-  assert first["cache_misses"] >= 3 and len(written) >= first["cache_misses"], (first, written)
+  # The cache opens at the run's commit point (after init): the train and eval steps at least,
+  # each written on a miss.
+  assert first["cache_misses"] >= 2 and len(written) == first["cache_misses"], (first, written)
   assert first.get("cache_hits", 0) == 0, first
 
   second = _run(tmp_path / "second", flags)  # Another workdir, the same cache.
   assert second.get("cache_misses", 0) == 0, second
-  assert second["cache_hits"] == second["compile_requests_use_cache"] >= 3, second
+  assert second["cache_hits"] == first["cache_misses"], (first, second)
   assert _entries(cache) == written
