@@ -27,6 +27,7 @@ from bert_jax.tools import (
   embed,
   export_task,
   memory_length,
+  synthetic_pairs,
   train_vocab,
 )
 from tests import finetune_fixtures, run_helpers
@@ -171,6 +172,9 @@ CASES = [
   ("records_match_nothing", MAIN, lambda p: [TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "none-*.tfrecord"),
   ("init_from_missing", MAIN, lambda p: [TINY, f"--config.init_from={p['missing']}"], "missing.txt"),
   ("finetune_binary", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", f"--config.data.train_path={p['binary']}", f"--config.data.eval_path={p['binary']}", f"--config.init_from={p['run']}", *finetune_fixtures.model_flags()], "UTF-8"),
+  # synthetic_pairs.
+  ("pairs_sizes", synthetic_pairs.main, lambda p: [f"--output={p['root']}/pairs", "--min_length=5", "--max_length=3"], "--min_length=5, --max_length=3"),
+  ("pairs_flag", synthetic_pairs.main, lambda p: [f"--output={p['root']}/pairs", "--pairs=many"], "--pairs: invalid int value"),
   # train_vocab.
   ("vocab_binary", train_vocab.main, lambda p: [f"--input={p['binary']}", f"--output={p['root']}/v1.txt", "--vocab_size=1000"], "binary.bin is not UTF-8 text"),
   ("vocab_mostly_binary", train_vocab.main, lambda p: [f"--input={p['mostly_binary']}", f"--output={p['root']}/v5.txt", "--vocab_size=100"], "mostly_binary.bin is not UTF-8 text (20 undecodable lines, 3 of text)"),

@@ -56,6 +56,7 @@ def write_corpus(output, *, pairs, words, min_length, max_length, seed=0):
 
 
 def main(argv=None):
+  """Runs the tool on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
   parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.synthetic_pairs")
   parser.add_argument("--output", required=True, help="directory to write")
   parser.add_argument("--pairs", type=int, default=4000)
@@ -63,16 +64,17 @@ def main(argv=None):
   parser.add_argument("--min_length", type=int, default=4, help="words per sentence, at least")
   parser.add_argument("--max_length", type=int, default=8, help="words per sentence, at most")
   parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-  return cli.guard(
-    lambda: write_corpus(
+  return cli.run_argparse(
+    parser,
+    lambda args: write_corpus(
       args.output,
       pairs=args.pairs,
       words=args.words,
       min_length=args.min_length,
       max_length=args.max_length,
       seed=args.seed,
-    )
+    ),
+    argv,
   )
 
 
