@@ -17,7 +17,7 @@ from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
+from bert_jax.tools import cli, error_lines
 
 
 def _define_flags(values: flags.FlagValues, argv):
@@ -63,19 +63,9 @@ class _HideLibraryInfo:
     return record.levelno > std_logging.INFO or "/orbax/" not in record.pathname
 
 
-def _config_file(argv) -> str:
-  """The path given as ``--config=<path>[:<arg>]`` ("" if none)."""
-  for i, arg in enumerate(argv):
-    if arg.startswith(("--config=", "-config=")):
-      return arg.split("=", 1)[1]
-    if arg in ("--config", "-config") and i + 1 < len(argv):
-      return argv[i + 1]
-  return ""
-
-
 def _train(values: flags.FlagValues, argv):
   # config_flags loads the file lazily (and hides why it failed): name a missing file first.
-  config_file = _config_file(argv[1:])
+  config_file = error_lines.config_file_arg(argv[1:])
   if config_file and not epath.Path(config_file).is_file():
     config_file = config_file.rsplit(":", 1)[0]  # configs/x.py:<arg>
   if config_file and not epath.Path(config_file).is_file():

@@ -46,6 +46,12 @@ PRETRAINING_DATA_TASKS = (PRETRAINING, DISTILLATION)
 # The causal LM objective (`data.objective`): Transformer-XL next-token prediction over
 # consecutive segments with memory (tasks/causal_lm.py), instead of masked sentence pairs.
 CLM = "clm"
+# XLM's translation LM (`data.objective`, family xlm): a parallel sentence pair concatenated,
+# positions restarting at the second sentence, tokens masked in both (tasks/xlm_pretraining.py).
+TLM = "tlm"
+
+# Masked-LM position strategies (`data.masking`; data/mask_positions.py implements each).
+MASKING_STRATEGIES = ("token", "whole_word", "span", "ngram")
 
 # Model families (`config.model.family`).
 BERT = "bert"
@@ -54,6 +60,9 @@ DISTILBERT = "distilbert"
 ELECTRA = "electra"
 XLNET = "xlnet"
 TRANSFORMER_XL = "transformer_xl"
-FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL)
+ROBERTA = "roberta"
+XLM_ROBERTA = "xlm_roberta"  # RoBERTa's architecture with XLM-R's SentencePiece vocab.
+XLM = "xlm"
+FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA, XLM)
 # Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
 RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)

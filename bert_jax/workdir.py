@@ -8,6 +8,7 @@
   <workdir>/tensorboard/         TensorBoard event files
   <workdir>/profile/             profiler traces
   <workdir>/run.lock             the lock of the run that owns the workdir
+  <workdir>/errors.log           tracebacks of failed background work (asynchronous saves)
   <workdir>/predictions/         fine-tuning prediction files (GLUE leaderboard TSVs, SQuAD
                                  predictions.json / nbest_predictions.json / null_odds.json)
 
@@ -31,6 +32,7 @@ METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 PROFILE_DIR = "profile"
 LOCK_FILE = "run.lock"
+ERRORS_LOG = "errors.log"
 PREDICTIONS_DIR = "predictions"
 # The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only),
 # plus "memory" for a causal LM with segment memory (data.objective='clm', model.mem_len > 0).
@@ -82,6 +84,10 @@ class Workdir:
   @property
   def lock(self) -> epath.Path:
     return self.path / LOCK_FILE
+
+  @property
+  def errors_log(self) -> epath.Path:
+    return self.path / ERRORS_LOG
 
   @property
   def predictions(self) -> epath.Path:

@@ -4,6 +4,7 @@ Every parameter is drawn at random (LayerNorm scales around 1, biases non-zero),
 mapped to the wrong place, transposed or left out changes the outputs.
 """
 
+import jax
 import numpy as np
 
 
@@ -43,30 +44,83 @@ def random_distilbert(transformers, torch, *, kind="mlm", seed=0, **config_kwarg
   return _randomised(torch, model_class(config).eval())
 
 
-def _randomised(torch, model):
+def random_roberta(transformers, torch, *, stem="Roberta", kind="mlm", seed=0, **config_kwargs):
+  """A ``RobertaForMaskedLM`` / ``RobertaModel`` (kind "mlm" / "model"), random, eval mode;
+  ``stem="XLMRoberta"`` gives XLM-R's classes.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    stem: "Roberta" or "XLMRoberta".
+    kind: "mlm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.RobertaConfig` fields.
+  """
+  config = getattr(transformers, f"{stem}Config")(
+    hidden_act="gelu", attn_implementation="eager", **config_kwargs
+  )
+  torch.manual_seed(seed)
+  model_class = getattr(transformers, f"{stem}ForMaskedLM" if kind == "mlm" else f"{stem}Model")
+  return _randomised(torch, model_class(config).eval())
+
+
+def random_xlm(transformers, torch, *, kind="lm", seed=0, **config_kwargs):
+  """An ``XLMWithLMHeadModel`` (or ``XLMModel`` for kind="model"), random weights, eval mode.
+
+  Args:
+    transformers: the imported module.
+    torch: the imported module.
+    kind: "lm" or "model".
+    seed: torch seed of the weights.
+    **config_kwargs: `transformers.XLMConfig` fields (``lang2id`` names the languages).
+  """
+  config = transformers.XLMConfig(attn_implementation="eager", **config_kwargs)
+  torch.manual_seed(seed)
+  model_class = transformers.XLMWithLMHeadModel if kind == "lm" else transformers.XLMModel
+  model = model_class(config).eval()
+  # The sinusoids stay: XLM never trains them.
+  fixed = ("position_embeddings.weight",) if config.sinusoidal_embeddings else ()
+  return _randomised(torch, model, fixed=fixed)
+
+
+def _randomised(torch, model, fixed=()):
+  """Every parameter (but names ending in ``fixed``) drawn at random; LayerNorm scales near 1."""
   with torch.no_grad():
     for name, parameter in model.named_parameters():  # Tied tensors appear once.
-      centre = 1.0 if name.endswith(("LayerNorm.weight", "layer_norm.weight")) else 0.0
-      parameter.copy_(centre + 0.05 * torch.randn_like(parameter))
+      if fixed and name.endswith(fixed):
+        continue
+      scale = name.endswith(("LayerNorm.weight", "layer_norm.weight")) or (
+        "layer_norm" in name and name.endswith(".weight")  # XLM: layer_norm1.<i>.weight.
+      )
+      parameter.copy_(float(scale) + 0.05 * torch.randn_like(parameter))
   return model
 
 
-def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0):
-  """(input_ids, token_type_ids, mask) int32 numpy, with padding of different lengths."""
+def random_inputs(vocab_size, batch=3, length=13, type_vocab_size=2, seed=0, pad_id=None):
+  """(input_ids, token_type_ids, mask) int32 numpy, with padding of different lengths.
+
+  ``pad_id``: put it on the padding and nowhere else (RoBERTa finds padding by its id).
+  """
   rng = np.random.default_rng(seed)
   input_ids = rng.integers(0, vocab_size, size=(batch, length)).astype(np.int32)
   token_types = rng.integers(0, type_vocab_size, size=(batch, length)).astype(np.int32)
   mask = np.ones((batch, length), np.int32)
   mask[1, length - 4 :] = 0
   mask[2, 5:] = 0
+  if pad_id is not None:
+    input_ids = np.where(input_ids == pad_id, pad_id + 1, input_ids)
+    input_ids = np.where(mask == 1, input_ids, pad_id).astype(np.int32)
   return input_ids, token_types, mask
 
 
 def torch_outputs(torch, model, input_ids, token_types, mask):
   """The model's outputs on numpy inputs, as numpy: hidden states, attentions, logits."""
   segments = {}
-  if model.config.model_type == "bert":  # DistilBERT has no token types.
+  # DistilBERT has no token types; RoBERTa's one type is all zeros.
+  if model.config.model_type in ("bert", "roberta", "xlm-roberta"):
     segments["token_type_ids"] = torch.from_numpy(token_types.astype(np.int64))
+  elif model.config.model_type == "xlm":  # XLM's segments are languages.
+    segments["langs"] = torch.from_numpy(token_types.astype(np.int64))
   with torch.no_grad():
     outputs = model(
       input_ids=torch.from_numpy(input_ids.astype(np.int64)),
@@ -84,7 +138,7 @@ def torch_outputs(torch, model, input_ids, token_types, mask):
       mlm_logits=outputs.prediction_logits.numpy(),
       nsp_logits=outputs.seq_relationship_logits.numpy(),
     )
-  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM
+  elif hasattr(outputs, "logits"):  # DistilBertForMaskedLM, XLMWithLMHeadModel
     result["mlm_logits"] = outputs.logits.numpy()
   return result
 
@@ -143,3 +197,19 @@ def random_electra_pair(transformers, torch, *, seed=0, generator=None, **config
     for name, tensor in discriminator.electra.embeddings.state_dict().items():
       generator_model.electra.embeddings.state_dict()[name].copy_(tensor)
   return discriminator, generator_model
+
+
+def assert_gradients_equal(ours, theirs):
+  """Two params trees of gradients hold the same paths and equal values, tensor by tensor.
+
+  One scale for all: some gradients are zero in exact arithmetic (the key bias) and hold only
+  rounding noise on both sides, so each is compared relative to the largest gradient.
+  """
+  flat_ours = jax.tree_util.tree_leaves_with_path(ours)
+  flat_theirs = dict(jax.tree_util.tree_leaves_with_path(theirs))
+  assert len(flat_ours) == len(flat_theirs)
+  scale = max(float(np.max(np.abs(g))) for g in flat_theirs.values())
+  for path, grad in flat_ours:
+    np.testing.assert_allclose(
+      grad / scale, flat_theirs[path] / scale, atol=1e-6, err_msg=jax.tree_util.keystr(path)
+    )

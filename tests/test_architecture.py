@@ -83,6 +83,9 @@ _FAMILY_CONSTANTS = {
   "ELECTRA": {"electra"},
   "XLNET": {"xlnet"},
   "TRANSFORMER_XL": {"transformer_xl"},
+  "ROBERTA": {"roberta"},
+  "XLM_ROBERTA": {"xlm_roberta"},
+  "XLM": {"xlm"},
   "RECURRENT_FAMILIES": {"xlnet", "transformer_xl"},
 }
 FAMILY_PACKAGES = frozenset().union(*_FAMILY_CONSTANTS.values())
@@ -90,11 +93,13 @@ FAMILY_PACKAGES = frozenset().union(*_FAMILY_CONSTANTS.values())
 _MAY_NAME = {
   "bert_jax/names.py": FAMILY_PACKAGES,  # The vocabulary.
   "bert_jax/models/families.py": FAMILY_PACKAGES,  # The registry.
-  # BERT is the default family; ModelConfig still declares ELECTRA's section (model.electra).
-  "bert_jax/models/config.py": {"bert", "electra"},
+  # BERT is the default family; ModelConfig still declares ELECTRA's, Transformer-XL's and
+  # XLM's sections (model.electra, model.adaptive, model.xlm).
+  "bert_jax/models/config.py": {"bert", "electra", "transformer_xl", "xlm"},
 }
-# ELECTRA's generator is a BERT encoder (`electra/options.generator_config`).
-_MAY_NAME_IN_PACKAGE = {"electra": {"bert"}}
+# ELECTRA's generator is a BERT encoder (`electra/options.generator_config`); XLM-R is
+# RoBERTa's architecture under another name.
+_MAY_NAME_IN_PACKAGE = {"electra": {"bert"}, "xlm_roberta": {"roberta"}}
 
 
 def _family_mentions(path):

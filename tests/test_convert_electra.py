@@ -163,10 +163,11 @@ def test_generator_with_other_embeddings_is_one_line_error(converted, tmp_path, 
 def test_unsupported_family_directory_is_one_line_error(converted, tmp_path, capsys):
   _, _, hf_root, _ = converted["a"]
   config = json.loads((hf_root / "discriminator" / "config.json").read_text())
-  (tmp_path / "roberta").mkdir()
-  (tmp_path / "roberta" / "config.json").write_text(json.dumps(dict(config, model_type="roberta")))
-  argv = ["convert", "--from=hf", f"--input={tmp_path / 'roberta'}", f"--output={tmp_path / 'o'}"]
+  (tmp_path / "d").mkdir()
+  (tmp_path / "d" / "config.json").write_text(json.dumps(dict(config, model_type="deberta")))
+  argv = ["convert", "--from=hf", f"--input={tmp_path / 'd'}", f"--output={tmp_path / 'o'}"]
   assert convert.main(argv) == 2
   err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and "describes a 'roberta' model; convert handles BERT ('bert')" in err[0]
+  assert len(err) == 1 and "describes a 'deberta' model; convert handles BERT ('bert')" in err[0]
   assert "ELECTRA ('electra')" in err[0] and not err[0].endswith("...")
+  assert "RoBERTa ('roberta', 'xlm-roberta')" in err[0]

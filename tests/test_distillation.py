@@ -123,11 +123,14 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   for name, value in uninterrupted.items():
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
 
-  # Another teacher at the same path is refused by its fingerprint.
+  # Another teacher at the same path is refused by its fingerprint, before config.json (which
+  # a longer run would rewrite) is touched.
   shutil.rmtree(teacher / "checkpoints")
   shutil.copytree(other_teacher / "checkpoints", teacher / "checkpoints")
+  config_json = (workdir / "config.json").read_bytes()
   with pytest.raises(UserInputError, match=r"was written with teacher=.*resume with what wrote it"):
     train_and_evaluate(_config(teacher, steps=4), str(workdir))
+  assert (workdir / "config.json").read_bytes() == config_json
 
 
 def _distillation_step(teacher, devices, **axes):

@@ -342,6 +342,9 @@ def test_printed_commands_are_the_commands_run(fake_gcloud, script, flags):
     ("local.sh", ("--workdir=/tmp/x", "--num-processes=0"), "error: bad --num-processes='0'"),
     ("local.sh", ("--workdir=/tmp/x", "--port=70000"), "error: bad --port='70000'"),
     ("local.sh", ("--workdir=/tmp/x", "--name=a"), "error: unknown flag '--name=a'"),
+    ("gpu_benchmark.sh", ("--runs=base,medium",), "error: bad --runs='base,medium'"),
+    ("gpu_benchmark.sh", ("--steps=0",), "error: bad --steps='0'"),
+    ("gpu_benchmark.sh", ("--wheels=/nonexistent",), "error: bad --wheels='/nonexistent'"),
   ],
 )
 def test_bad_input_is_one_line_and_exit_2(script, flags, message):
@@ -441,6 +444,22 @@ def test_local_dry_run():
     " --config.num_train_steps=4 &"
     for i in range(2)
   ] + ["wait"]
+
+
+def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
+  common = "--config.model.dtype=bfloat16 --steps=20 --rounds=4 --baseline=hf_torch"
+  tool = "python3 -m bert_jax.tools.benchmark"
+  base = f"{tool} --config=configs/bert_base.py --config.global_batch_size=256 {common}"
+  large = f"{tool} --config=configs/bert_large.py --config.global_batch_size=128 {common}"
+  out = ">> /tmp/gpu/gpu_benchmark.jsonl"
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu") == [
+    f"{base} {out}",
+    f"{base} --torch_compile {out}",
+    f"{large} {out}",
+  ]
+  assert _dry_run(
+    "gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--steps=8", "--config.model.num_layers=1"
+  ) == [f"{large.replace('--steps=20', '--steps=8')} --config.model.num_layers=1 {out}"]
 
 
 def _fake_python(tmp_path):

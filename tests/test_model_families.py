@@ -19,11 +19,11 @@ def test_registry_covers_exactly_the_named_families():
 
 def test_unknown_family_is_one_line_naming_the_choices():
   with pytest.raises(
-    UserInputError, match=r"model.family='roberta' is unknown; choose one of bert"
+    UserInputError, match=r"model.family='deberta' is unknown; choose one of bert"
   ):
-    model_config_from_dict({"size": "tiny", "family": "roberta"})
+    model_config_from_dict({"size": "tiny", "family": "deberta"})
   with pytest.raises(UserInputError, match="is unknown"):
-    families.get("roberta")
+    families.get("deberta")
 
 
 def test_task_trunk_is_the_family_encoder_under_the_bert_scope():

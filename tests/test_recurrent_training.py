@@ -230,3 +230,46 @@ def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, whole):
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4), memory_2, memory_1
   )
+
+
+def test_adaptive_softmax_trains_every_cluster(data):
+  """model.adaptive (two tail clusters, div_val 2, tied tail projections) through the trainer's
+  step: the loss is the adaptive softmax's (its HF parity: test_transformer_xl_hf_equivalence),
+  and two steps move every cluster's table, projection and bias."""
+  adaptive = {
+    "model.adaptive.cutoffs": (1000, 4000),
+    "model.adaptive.div_val": 2,
+    "model.adaptive.tie_projs": (False, True, True),
+  }
+  settings = settings_from_config(_config(**NO_DROPOUT, **adaptive, **{"mesh.data": 1}))
+  mesh = mesh_lib.make_mesh(settings.mesh, devices=jax.devices()[:1])
+  train = data.stream("train", settings.trainer.global_batch_size)
+  with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
+    training = setup.build_training(settings, mesh, data)
+    state = state_lib.init_state(
+      training.init_params,
+      training.optimizer,
+      jax.random.key(0),
+      training.state_shardings,
+      training.init_memory,
+    )
+    before = jax.device_get(state.params)
+    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
+    losses = []
+    for step in range(2):
+      state, metrics = training.train_step(
+        state, sharding.host_batch_to_global(train.batch(step), mesh), rng
+      )
+      losses.append(float(metrics["lm_loss"]) / float(metrics["lm_weight"]))
+  after = jax.device_get(state.params)
+  assert all(0 < loss < 2 * np.log(8192) for loss in losses), losses
+  assert after["bert"]["word_embedding_2"]["embedding"].shape == (8192 - 4000, 32 // 4)
+  assert sorted(k for k in after if k.startswith("output_")) == [
+    "output_bias", "output_bias_1", "output_bias_2", "output_projection"
+  ]  # fmt: skip
+  moved = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), after, before)
+  for i in ("", "_1", "_2"):
+    assert moved["bert"][f"word_embedding{i}"]["embedding"] > 0, i
+    assert moved["bert"][f"embedding_projection{i}"]["kernel"] > 0, i
+    assert moved[f"output_bias{i}"] > 0, i
+  assert moved["cluster_weight"] > 0 and moved["cluster_bias"] > 0

@@ -246,3 +246,33 @@ def test_from_id_lists_drops_empty_sentences_and_documents():
   assert corpus.num_documents == 2 and corpus.num_sentences == 3
   assert [s.tolist() for s in corpus.document(0)] == [[5, 6], [7]]
   assert [s.tolist() for s in corpus.select([1, 0]).document(0)] == [[8, 9, 10]]
+
+
+def test_tokenising_in_chunks_equals_one_batch(tokenizer, monkeypatch):
+  documents = [["Hello world.", "", "Another one here."], [], ["", " "], ["Last document."]]
+  whole = tokenized_corpus.TokenizedDocuments.from_id_lists(
+    [tokenizer.encode_batch(d) if d else [] for d in documents]
+  )
+  monkeypatch.setattr(tokenized_corpus, "_TOKENIZE_CHUNK", 2)  # Chunks split documents.
+  chunked = tokenized_corpus.tokenize_documents(documents, tokenizer)
+  assert chunked.num_documents == 2 and chunked.num_sentences == 3
+  for field in ("token_ids", "sentence_starts", "document_starts"):
+    np.testing.assert_array_equal(getattr(chunked, field), getattr(whole, field))
+    assert getattr(chunked, field).dtype == getattr(whole, field).dtype
+
+
+def test_pair_rows_are_the_assembled_rows_a_block_at_a_time(corpus, tokenizer, monkeypatch):
+  spans = sentence_pairs.sample_pair_spans(
+    corpus, max_seq_length=64, short_seq_prob=0.1, rng=np.random.default_rng(0)
+  )
+  special = tokenizer.special_ids
+  monkeypatch.setattr(sentence_pairs, "_BLOCK_ROWS", len(spans))  # All rows in one block.
+  whole = sentence_pairs.assemble_pairs(corpus, spans, max_seq_length=64, special_ids=special)
+  monkeypatch.setattr(sentence_pairs, "_BLOCK_ROWS", 7)
+  order = np.random.default_rng(1).permutation(len(spans))[:100]
+  rows = sentence_pairs.PairRows(corpus, spans, max_seq_length=64, special_ids=special)
+  taken = rows.take(order)
+  assert len(rows) == len(spans) and set(taken) == set(whole)
+  for key, value in whole.items():
+    np.testing.assert_array_equal(taken[key], value[order])
+    assert taken[key].dtype == np.int32

@@ -3,10 +3,18 @@
 import importlib.util
 import os
 import subprocess
+import sys
 
+import numpy as np
 import pytest
 
-from bert_jax.data import default_corpus, streaming_pretraining, text_corpus
+from bert_jax.data import (
+  default_corpus,
+  streaming_pretraining,
+  text_corpus,
+  tokenization,
+  tokenized_corpus,
+)
 from bert_jax.tools import create_pretraining_data
 
 SEQ_LEN = 64
@@ -40,6 +48,27 @@ def _create(module, text_file, output_dir, *extra):
 def test_windows_are_bounded():
   sizes = [len(w) for w in streaming_pretraining.windows(iter(range(103)), 10)]
   assert sum(sizes) == 103 and max(sizes) <= 15 and min(sizes) >= 5
+
+
+def test_windows_keep_no_reference_to_what_they_yield():
+  """The caller frees a window's text once it is tokenised (bounded memory needs it)."""
+  stream = streaming_pretraining.windows(iter(range(40)), 10)
+  first = next(stream)
+  second = next(stream)  # While the generator waits with the third.
+  assert sys.getrefcount(first) == sys.getrefcount(second) == 2  # The name and the argument.
+
+
+def test_a_window_is_tokenised_in_groups_as_one_batch(text_file, monkeypatch):
+  documents = text_corpus.read_documents(text_file)[:7] + [["", " "]]  # Last: no tokens.
+  tokenizer = tokenization.load_wordpiece(default_corpus.default_vocab_path())
+  whole = tokenized_corpus.tokenize_documents(documents, tokenizer)
+  monkeypatch.setattr(streaming_pretraining, "_TOKENIZE_GROUP_DOCUMENTS", 3)
+  window = list(documents)
+  grouped = streaming_pretraining._tokenize_window(window, tokenizer)  # pylint: disable=protected-access
+  assert window == [] and grouped.num_documents == 7
+  for field in ("token_ids", "sentence_starts", "document_starts"):
+    np.testing.assert_array_equal(getattr(grouped, field), getattr(whole, field))
+    assert getattr(grouped, field).dtype == getattr(whole, field).dtype
 
 
 def test_same_seed_same_bytes_over_several_windows(text_file, tmp_path):

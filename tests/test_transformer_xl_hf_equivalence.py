@@ -1,8 +1,11 @@
 """The transformer_xl family equals transformers' random-init TransfoXLLMHeadModel (PyTorch,
-built offline, one embedding cluster) at two sizes: the second has its own vocab, d_embed !=
-d_model (both projections), clamp_len, same_length, pre-LN and shared r_w/r_r biases. Hidden
-states, new memory, LM log-probs and gradients, for a first segment and a next one; the same
-loss and gradients on a data 2 x tensor 4 mesh of the 8 fake devices.
+built offline) at four sizes: "projected" has its own vocab, d_embed != d_model (both
+projections), clamp_len, same_length, pre-LN and shared r_w/r_r biases; the two adaptive ones
+have adaptive input and softmax over clusters [0, 20), [20, 60), [60, 120), [120, 200): div_val 2
+(a table and projection per cluster, the softmax tied to the input projections of clusters 1-3
+as in transfo-xl-wt103) and div_val 1 (one table, d_embed != d_model, clusters 1 and 3 tied).
+Hidden states, new memory, LM log-probs, the training loss and gradients, for a first segment
+and a next one; the same loss and gradients on a data 2 x tensor 4 mesh of the 8 fake devices.
 """
 
 import dataclasses
@@ -19,6 +22,7 @@ from bert_jax.models.transformer_xl import hf as transformer_xl_weights
 from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
+from bert_jax.tasks import causal_lm
 from bert_jax.train import setup
 from tests import transformer_xl_reference
 
@@ -33,6 +37,14 @@ SIZES = {
   "projected": dict(
     vocab_size=131, d_model=48, d_embed=24, n_head=3, d_head=16, d_inner=80, n_layer=3,
     mem_len=5, clamp_len=4, same_length=True, untie_r=False, pre_lnorm=True,
+  ),
+  "adaptive_div2": dict(
+    vocab_size=200, d_model=32, d_embed=32, n_head=4, d_head=8, d_inner=48, n_layer=2,
+    mem_len=6, cutoffs=[20, 60, 120], div_val=2, tie_projs=[False, True, True, True],
+  ),
+  "adaptive_div1": dict(
+    vocab_size=200, d_model=32, d_embed=16, n_head=4, d_head=8, d_inner=48, n_layer=2,
+    mem_len=4, cutoffs=[20, 60, 120], div_val=1, tie_projs=[False, True, False, True],
   ),
 }  # fmt: skip
 B, L = 2, 7
@@ -63,6 +75,13 @@ def _ours(config, params, ids, memory):
   return TransformerXLLMHeadModel(config).apply({"params": params}, ids, 0 * ids, mask, memory)
 
 
+def _log_probs(outputs):
+  """Our LM's log-probabilities: the adaptive softmax's own, or the softmax of the logits."""
+  if "log_probs" in outputs:
+    return outputs["log_probs"]
+  return jax.nn.log_softmax(outputs["logits"])
+
+
 def _zero_memory(config):
   # transformers' first segment attends to mem_len zero vectors (its init_mems).
   return [jnp.zeros((B, config.mem_len, config.hidden_size))] * config.num_layers
@@ -81,21 +100,43 @@ def test_states_memory_and_log_probs_equal_transformers_over_two_segments(pair):
     theirs = _theirs(model, ids)
   mine = run(ids, _zero_memory(config))
   np.testing.assert_allclose(mine["content"], theirs.hidden_states[-1].numpy(), atol=1e-5)
-  np.testing.assert_allclose(
-    jax.nn.log_softmax(mine["logits"]), theirs.prediction_scores.numpy(), atol=1e-5
-  )
+  np.testing.assert_allclose(_log_probs(mine), theirs.prediction_scores.numpy(), atol=1e-5)
   _assert_memory_equal(mine["memory"], theirs.mems)
   ids2 = _ids(config, 1)
   with torch.no_grad():
     theirs2 = _theirs(model, ids2, theirs.mems)
   mine2 = run(ids2, mine["memory"])
-  np.testing.assert_allclose(
-    jax.nn.log_softmax(mine2["logits"]), theirs2.prediction_scores.numpy(), atol=1e-5
-  )
+  np.testing.assert_allclose(_log_probs(mine2), theirs2.prediction_scores.numpy(), atol=1e-5)
   _assert_memory_equal(mine2["memory"], theirs2.mems)
   # The memory matters: the same segment with zero memory predicts otherwise.
-  alone = jax.nn.log_softmax(run(ids2, _zero_memory(config))["logits"])
+  alone = _log_probs(run(ids2, _zero_memory(config)))
   assert np.max(np.abs(np.asarray(alone) - theirs2.prediction_scores.numpy())) > 1e-2
+
+
+def test_training_loss_equals_transformers_losses(pair):
+  """The causal-LM objective (adaptive softmax: the target's log-prob) on a second segment."""
+  model, _, config, params = pair
+  if not config.adaptive.cutoffs:
+    pytest.skip("one softmax: the loss is optax's cross-entropy of the logits compared above")
+  ids, ids2 = _ids(config, 8), _ids(config, 9)
+  with torch.no_grad(), transformer_xl_reference.working_forward(torch):
+    memory = model(input_ids=torch.from_numpy(ids.astype(np.int64))).mems
+    labels = torch.from_numpy(ids2.astype(np.int64))
+    losses = model(input_ids=labels, labels=labels, mems=memory).losses.numpy()  # [B, L - 1]
+  task = causal_lm.CausalLmTask(config, L)
+  batch = {
+    "input_ids": ids2,
+    "document_ids": np.ones_like(ids2),
+    "labels": np.roll(ids2, -1, axis=1),
+    "label_weights": (np.arange(L) < L - 1)[None].repeat(B, 0).astype(np.float32),
+  }
+  our_memory = [jnp.asarray(m.numpy().transpose(1, 0, 2)) for m in memory]
+  outputs = task.model(deterministic=True).apply(
+    {"params": params}, *task.model_inputs(batch), memory=our_memory
+  )
+  loss, sums = task.loss_and_sums(outputs, batch, task.denominators(batch))
+  np.testing.assert_allclose(float(loss), losses.mean(), rtol=1e-5)
+  assert float(sums["lm_weight"]) == B * (L - 1)
 
 
 def test_no_memory_equals_transformers_with_mem_len_0(pair):
@@ -110,9 +151,7 @@ def test_no_memory_equals_transformers_with_mem_len_0(pair):
     model.reset_memory_length(config.mem_len)
   assert theirs.mems is None
   mine = jax.jit(lambda ids: _ours(config, params, ids, None))(_ids(config, 2))
-  np.testing.assert_allclose(
-    jax.nn.log_softmax(mine["logits"]), theirs.prediction_scores.numpy(), atol=1e-5
-  )
+  np.testing.assert_allclose(_log_probs(mine), theirs.prediction_scores.numpy(), atol=1e-5)
 
 
 def test_gradients_equal_transformers(pair):
@@ -126,11 +165,7 @@ def test_gradients_equal_transformers(pair):
   loss.backward()
   our_memory = [jnp.asarray(m.numpy().transpose(1, 0, 2)) for m in memory]
   grads = jax.jit(
-    jax.grad(
-      lambda p: jnp.sum(
-        jax.nn.log_softmax(_ours(config, p, ids2, our_memory)["logits"]) * weights_BLV
-      )
-    )
+    jax.grad(lambda p: jnp.sum(_log_probs(_ours(config, p, ids2, our_memory)) * weights_BLV))
   )(params)
   mine = transformer_xl_weights.hf_from_params(grads, config)
   compared = 0
@@ -163,6 +198,8 @@ def test_round_trip_is_bit_identical_and_parameter_counts_equal(pair):
 
 def test_memory_of_another_document_is_not_seen(pair):
   _, _, config, params = pair
+  if config.adaptive.cutoffs:
+    pytest.skip("the memory rules are the trunk's, which the adaptive sizes share")
   ids = _ids(config, 6)
   memory = [jax.random.normal(jax.random.key(i), (B, 4, config.hidden_size)) for i in range(3)]
   memory = memory[: config.num_layers]
@@ -183,6 +220,8 @@ def test_sharded_loss_and_gradients_equal_one_device(pair):
   _, _, config, params = pair
   if config.num_heads % 4:
     pytest.skip("the heads of this size do not split over 4 tensor-parallel devices")
+  if config.adaptive.div_val == 1 and config.adaptive.cutoffs:
+    pytest.skip("adaptive_div2 shards the adaptive tables; one table adds nothing here")
   ids = _ids(config, 7)
   memory = [jax.random.normal(jax.random.key(i), (B, 3, config.hidden_size)) for i in range(2)]
 

@@ -1,4 +1,4 @@
-"""Random-init Hugging Face (PyTorch) Transformer-XLs with one embedding cluster, built offline."""
+"""Random-init Hugging Face (PyTorch) Transformer-XLs, built offline."""
 
 import contextlib
 import warnings
@@ -8,15 +8,14 @@ def random_transfo_xl(transformers, torch, seed, kind="lm", **config_kwargs):
   """A ``TransfoXLLMHeadModel`` (``TransfoXLModel`` for kind="model") with every weight random,
   in eval mode (no dropout).
 
-  ``cutoffs=[]`` and ``div_val=1``: no adaptive input or softmax. LayerNorm scales sit around 1
-  and every bias is non-zero, so a tensor mapped to the wrong place or left out changes the
-  outputs.
+  By default ``cutoffs=[]`` and ``div_val=1``: no adaptive input or softmax (``config_kwargs``
+  may set them, and ``tie_projs``). LayerNorm scales sit around 1 and every bias is non-zero,
+  so a tensor mapped to the wrong place or left out changes the outputs.
   """
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # TransfoXL is deprecated in transformers 4.x.
-    config = transformers.TransfoXLConfig(
-      cutoffs=[], div_val=1, adaptive=False, dropout=0.0, dropatt=0.0, **config_kwargs
-    )
+    defaults = dict(cutoffs=[], div_val=1, adaptive=False, dropout=0.0, dropatt=0.0)
+    config = transformers.TransfoXLConfig(**{**defaults, **config_kwargs})
     torch.manual_seed(seed)
     model_class = transformers.TransfoXLLMHeadModel if kind == "lm" else transformers.TransfoXLModel
     model = model_class(config).eval()

@@ -6,6 +6,8 @@ and the iterator that counts the data position exist once.
 
 import os
 
+import numpy as np
+
 from bert_jax import environment
 from bert_jax.data import masking, record_format
 from bert_jax.errors import UserInputError
@@ -15,6 +17,8 @@ tf = environment.import_tensorflow_for_data()
 # tf.data threads masking examples, and masked batches kept ready ahead of the trainer.
 PARALLEL_CALLS = max(2, min(os.cpu_count() or 2, 16))
 _PREFETCH_BATCHES = 4
+# Steps whose unmasked examples `batches_by_index` assembles at once.
+_STEPS_PER_CHUNK = 64
 
 
 class PretrainingBatches:
@@ -63,6 +67,83 @@ class PretrainingBatches:
     if self._num_batches is not None:
       self._num_batches -= 1
     return batch
+
+
+def check_batch_request(
+  split, splits, global_batch_size, process_index, process_count, start_position
+):
+  """Refuses a batch iterator request that no pipeline can serve (one line each).
+
+  Raises:
+    UserInputError: an unknown split, a global batch not split evenly over the processes,
+      a process index out of range or a negative start position.
+  """
+  if split not in splits:
+    raise UserInputError(f"split is {split!r}; use one of {splits}")
+  if global_batch_size < 1 or global_batch_size % process_count:
+    raise UserInputError(
+      f"global_batch_size {global_batch_size} is not a positive multiple of "
+      f"process_count {process_count}; every process needs the same share of each batch"
+    )
+  if not 0 <= process_index < process_count:
+    raise UserInputError(f"process_index {process_index} is not in [0, {process_count})")
+  if start_position < 0:
+    raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
+
+
+def batches_by_index(
+  examples_at,
+  mask_fn,
+  *,
+  start_position,
+  process_index,
+  process_count,
+  global_batch_size,
+  num_batches,
+):
+  """This host's batches of examples computed from their global index (resumable, sharded).
+
+  Global batch ``k`` after ``start_position`` holds examples ``[s + k*B, s + (k+1)*B)``; this
+  process takes its ``B / process_count`` slice of each. The main thread assembles the unmasked
+  examples of `_STEPS_PER_CHUNK` steps in numpy; tf.data then only runs graph ops (masking,
+  batching, prefetch) on them. Python code on tf.data's own threads (tf.numpy_function) would
+  need the GIL while the consumer holds it, which stalls iterator teardown for up to a minute.
+
+  Args:
+    examples_at: int64 global indices [n] -> {key: numpy array [n, ...]} of unmasked examples.
+    mask_fn: from `make_mask_fn` (or any per-example map that drops ``example_index``).
+    start_position: global examples already consumed.
+    process_index: this process, in [0, process_count).
+    process_count: number of processes; each reads ``B / process_count`` of every batch.
+    global_batch_size: B.
+    num_batches: batches to yield (a finite eval split); None = endless.
+
+  Returns:
+    A `PretrainingBatches`.
+  """
+  host_batch_size = global_batch_size // process_count
+  first_index = start_position + process_index * host_batch_size
+
+  def chunk_datasets():
+    step = 0
+    while num_batches is None or step < num_batches:
+      stop = step + _STEPS_PER_CHUNK
+      if num_batches is not None:
+        stop = min(stop, num_batches)
+      blocks = []
+      for s in range(step, stop):
+        indices = first_index + s * global_batch_size + np.arange(host_batch_size, dtype=np.int64)
+        blocks.append(dict(examples_at(indices), example_index=indices))
+      arrays = {key: np.concatenate([block[key] for block in blocks]) for key in blocks[0]}
+      yield masked_dataset(tf.data.Dataset.from_tensor_slices(arrays), mask_fn, host_batch_size)
+      step = stop
+
+  return PretrainingBatches(
+    chunk_datasets(),
+    start_position=start_position,
+    global_batch_size=global_batch_size,
+    num_batches=num_batches,
+  )
 
 
 def make_mask_fn(masking_seed, masking_config, max_seq_length):

@@ -95,6 +95,29 @@ class MaskingConfig:
       )
 
 
+def masking_config_for(data_config, tokenizer, max_predictions_per_seq=None) -> MaskingConfig:
+  """The `MaskingConfig` of a `PretrainingDataConfig` and the run's tokenizer.
+
+  Args:
+    data_config: the ``data`` section (mask shares, strategy, span lengths).
+    tokenizer: the run's tokenizer (vocab size, special ids, word continuations).
+    max_predictions_per_seq: P; None = ``data_config.max_predictions_per_seq``.
+  """
+  return MaskingConfig(
+    max_predictions_per_seq=max_predictions_per_seq or data_config.max_predictions_per_seq,
+    mask_prob=data_config.mask_prob,
+    vocab_size=tokenizer.vocab_size,
+    special_ids=tokenizer.special_ids,
+    random_token_low=tokenizer.first_regular_id,
+    strategy=data_config.masking,
+    mask_token_prob=data_config.mask_token_prob,
+    random_token_prob=data_config.random_token_prob,
+    continuation=tuple(tokenizer.is_continuation().tolist()),
+    span_geometric_p=data_config.span_geometric_p,
+    max_span_length=data_config.max_span_length,
+  )
+
+
 maskable_positions = mask_positions.maskable_positions
 num_to_predict = mask_positions.num_to_predict
 choose_token_positions = mask_positions.choose_token_positions

@@ -8,8 +8,11 @@ import dataclasses
 
 from bert_jax import names
 from bert_jax.config_fields import option
-from bert_jax.data import default_corpus, masking, sentence_pairs, tfds_source
+from bert_jax.data import default_corpus, sentence_pairs, tfds_source
 from bert_jax.errors import UserInputError
+
+# How rows are made from the text: BERT's sentence pairs, or RoBERTa's FULL-SENTENCES.
+PACKINGS = ("pairs", "full_sentences")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +61,20 @@ class PretrainingDataConfig:
   objective: str = option(
     "nsp",
     help="Sentence-level objective: nsp (BERT) | sop (ALBERT sentence order) | none (MLM only; "
-    "the sentence head is dropped).",
+    "the sentence head is dropped) | clm (causal LM) | tlm (XLM translation LM on pairs_path).",
+  )
+  pairs_path: str = option(
+    "",
+    help="family xlm: TSV glob of parallel pairs (source<TAB>target per line); it replaces "
+    "corpus_paths for MLM (none), CLM and TLM.",
+  )
+  pair_languages: tuple[str, ...] = option(
+    (), help="family xlm: the languages of pairs_path's two columns, e.g. ('en', 'fr')."
+  )
+  packing: str = option(
+    "pairs",
+    help="pairs (BERT: one or two segments per row) | full_sentences (RoBERTa: rows filled "
+    "with whole sentences across documents, [SEP] / </s> after each; objective none).",
   )
   span_geometric_p: float = option(
     0.2, help="span: span length in words ~ Geometric(p) (SpanBERT: 0.2)."
@@ -82,8 +98,9 @@ class PretrainingDataConfig:
   tfds_max_documents: int = option(0, help="Read at most this many documents; 0 = all.")
 
   def __post_init__(self):
-    paths = self.corpus_paths
-    object.__setattr__(self, "corpus_paths", (paths,) if isinstance(paths, str) else tuple(paths))
+    for key in ("corpus_paths", "pair_languages"):
+      value = getattr(self, key)
+      object.__setattr__(self, key, (value,) if isinstance(value, str) else tuple(value))
     sentence_pairs.check_max_seq_length(self.max_seq_length)
     # The causal LM predicts every next token; the masked slots do not apply to it.
     if self.objective != names.CLM and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
@@ -108,17 +125,25 @@ class PretrainingDataConfig:
       raise UserInputError(
         f"data.num_eval_examples is {self.num_eval_examples}; use None for all or a count >= 1"
       )
-    if self.masking not in masking.POSITION_STRATEGIES:
+    if self.masking not in names.MASKING_STRATEGIES:
       raise UserInputError(
-        f"data.masking is {self.masking!r}; choose one of {sorted(masking.POSITION_STRATEGIES)}"
+        f"data.masking is {self.masking!r}; choose one of {sorted(names.MASKING_STRATEGIES)}"
       )
     if self.shuffle_buffer_size < 0:
       raise UserInputError(
         f"data.shuffle_buffer_size is {self.shuffle_buffer_size}; use 0 (no shuffling) or more"
       )
-    objectives = sentence_pairs.OBJECTIVES + (names.CLM,)
+    objectives = sentence_pairs.OBJECTIVES + (names.CLM, names.TLM)
     if self.objective not in objectives:
       raise UserInputError(f"data.objective is {self.objective!r}; choose one of {objectives}")
+    if self.packing not in PACKINGS:
+      raise UserInputError(f"data.packing is {self.packing!r}; choose one of {PACKINGS}")
+    if self.packing == "full_sentences" and (self.objective != "none" or self.tfrecord_pattern):
+      raise UserInputError(
+        "data.packing='full_sentences' packs the text corpus for MLM only: set "
+        "data.objective='none' and no data.tfrecord_pattern (records made with "
+        "create_pretraining_data --style=full_sentences are packed already)"
+      )
     if not 0.0 < self.span_geometric_p <= 1.0 or self.max_span_length < 1:
       raise UserInputError(
         f"data.span_geometric_p={self.span_geometric_p} must be in (0, 1] and "

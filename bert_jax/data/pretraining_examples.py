@@ -19,8 +19,8 @@ from absl import logging
 
 from bert_jax.data import sentence_pairs
 
-_TRAIN_STREAM = 1
-_EVAL_STREAM = 2
+TRAIN_STREAM = 1
+EVAL_STREAM = 2
 # Fixed seed of the eval pairs and of their masking.
 EVAL_SEED = 20181011
 # Epochs kept in memory: the current one and the next, which a batch may straddle.
@@ -69,7 +69,7 @@ class TrainExamples:
     self._epochs = collections.OrderedDict()
     self._epoch_size = None
     self._epoch_size = len(self.epoch(0))
-    self.masking_seed = stream_seed(seed, _TRAIN_STREAM)
+    self.masking_seed = stream_seed(seed, TRAIN_STREAM)
     logging.info(
       "train epoch: %d sentence pairs from %d documents", self._epoch_size, corpus.num_documents
     )
@@ -81,7 +81,7 @@ class TrainExamples:
   num_examples = None  # Endless.
 
   def _build_epoch(self, epoch):
-    rng = np.random.default_rng([self._seed, _TRAIN_STREAM, epoch])
+    rng = np.random.default_rng([self._seed, TRAIN_STREAM, epoch])
     spans = sentence_pairs.sample_pair_spans(
       self._corpus,
       max_seq_length=self._max_seq_length,
@@ -156,7 +156,7 @@ class EvalExamples:
       num_examples: at most this many pairs are kept (a random sample); None keeps them all.
       objective: "nsp", "sop" or "none" (see :func:`sentence_pairs.sample_pair_spans`).
     """
-    rng = np.random.default_rng([EVAL_SEED, _EVAL_STREAM])
+    rng = np.random.default_rng([EVAL_SEED, EVAL_STREAM])
     spans = sentence_pairs.sample_pair_spans(
       corpus,
       max_seq_length=max_seq_length,
@@ -180,7 +180,7 @@ class EvalExamples:
     self._corpus = corpus
     self._max_seq_length = max_seq_length
     self._special_ids = special_ids
-    self.masking_seed = stream_seed(EVAL_SEED, _EVAL_STREAM)
+    self.masking_seed = stream_seed(EVAL_SEED, EVAL_STREAM)
 
   @property
   def num_examples(self):

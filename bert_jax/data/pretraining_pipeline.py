@@ -21,11 +21,11 @@ Batches are dicts of numpy arrays: ``input_ids``, ``token_type_ids``, ``input_ma
 [b, P]; ``next_sentence_labels`` int32 [b] (0 = actual next, 1 = random).
 """
 
-import numpy as np
 from absl import logging
 
 from bert_jax import environment
 from bert_jax.data import (
+  full_sentences,
   masked_batches,
   masking,
   pretraining_examples,
@@ -41,8 +41,6 @@ from bert_jax.errors import UserInputError
 tf = environment.import_tensorflow_for_data()
 
 SPLITS = ("train", "eval")
-# Steps whose unmasked examples the text source assembles at once (see `batches`).
-_STEPS_PER_CHUNK = 64
 
 
 class PretrainingData:
@@ -83,25 +81,16 @@ class PretrainingData:
       )
     else:
       self._read_corpus(config)
-    self.masking_config = masking.MaskingConfig(
-      max_predictions_per_seq=config.max_predictions_per_seq,
-      mask_prob=config.mask_prob,
-      vocab_size=self.tokenizer.vocab_size,
-      special_ids=self.tokenizer.special_ids,
-      random_token_low=self.tokenizer.first_regular_id,
-      strategy=config.masking,
-      mask_token_prob=config.mask_token_prob,
-      random_token_prob=config.random_token_prob,
-      continuation=tuple(self.tokenizer.is_continuation().tolist()),
-      span_geometric_p=config.span_geometric_p,
-      max_span_length=config.max_span_length,
-    )
+    self.masking_config = masking.masking_config_for(config, self.tokenizer)
     self._pairing = dict(
       max_seq_length=config.max_seq_length,
       short_seq_prob=config.short_seq_prob,
       single_sentence_next=config.single_sentence_next,
       special_ids=self.tokenizer.special_ids,
       objective=config.objective,
+    )
+    self._full_sentences = dict(
+      max_seq_length=config.max_seq_length, special_ids=self.tokenizer.special_ids
     )
     self._eval_examples = None
 
@@ -127,7 +116,12 @@ class PretrainingData:
     )
 
   def train_examples(self, seed):
-    """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`)."""
+    """The unmasked train stream for ``seed`` (a :class:`pretraining_examples.TrainExamples`,
+    or `full_sentences.FullSentenceExamples` with ``data.packing='full_sentences'``)."""
+    if self.config.packing == "full_sentences":
+      return full_sentences.FullSentenceExamples(
+        self.train_corpus, seed=seed, **self._full_sentences
+      )
     return pretraining_examples.TrainExamples(self.train_corpus, seed=seed, **self._pairing)
 
   def eval_examples(self):
@@ -136,6 +130,10 @@ class PretrainingData:
       raise UserInputError(
         "the eval split is empty because data.eval_fraction is 0; set it to e.g. 0.05 to "
         "hold out documents for evaluation"
+      )
+    if self._eval_examples is None and self.config.packing == "full_sentences":
+      self._eval_examples = full_sentences.FullSentenceExamples(
+        self.eval_corpus, num_examples=self.config.num_eval_examples, **self._full_sentences
       )
     if self._eval_examples is None:
       self._eval_examples = pretraining_examples.EvalExamples(
@@ -162,18 +160,9 @@ class PretrainingData:
     Raises:
       ValueError: bad split, batch size, process index or position.
     """
-    if split not in SPLITS:
-      raise UserInputError(f"split is {split!r}; use one of {SPLITS}")
-    if global_batch_size < 1 or global_batch_size % process_count:
-      raise UserInputError(
-        f"global_batch_size {global_batch_size} is not a positive multiple of "
-        f"process_count {process_count}; every process needs the same share of each batch"
-      )
-    if not 0 <= process_index < process_count:
-      raise UserInputError(f"process_index {process_index} is not in [0, {process_count})")
-    if start_position < 0:
-      raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
-    host_batch_size = global_batch_size // process_count
+    masked_batches.check_batch_request(
+      split, SPLITS, global_batch_size, process_index, process_count, start_position
+    )
     if self.records is not None:
       return self._record_batches(
         split, seed, global_batch_size, process_index, process_count, start_position
@@ -191,40 +180,20 @@ class PretrainingData:
           "lower the batch size"
         )
     num_batches = None if end is None else max(0, (end - start_position) // global_batch_size)
-    first_index = start_position + process_index * host_batch_size
-
-    def host_block(step):
-      # This host's unmasked examples of global batch `step`, with their global indices.
-      indices = first_index + step * global_batch_size + np.arange(host_batch_size)
-      block = examples.examples(indices)
-      return tuple(block[key] for key in _UNMASKED_KEYS) + (indices,)
-
     mask_fn = masked_batches.make_mask_fn(
       examples.masking_seed, self.masking_config, self.config.max_seq_length
     )
 
-    def chunk_datasets():
-      # The main thread assembles the unmasked examples of _STEPS_PER_CHUNK steps in numpy;
-      # tf.data then only runs graph ops (masking, batching, prefetch) on them. Python code
-      # on tf.data's own threads (tf.numpy_function) would need the GIL while the consumer
-      # holds it, which stalls iterator teardown for up to a minute at the end of a run.
-      step = 0
-      while num_batches is None or step < num_batches:
-        stop = step + _STEPS_PER_CHUNK
-        if num_batches is not None:
-          stop = min(stop, num_batches)
-        blocks = [host_block(s) for s in range(step, stop)]
-        arrays = {
-          key: np.concatenate([block[i] for block in blocks])
-          for i, key in enumerate(_UNMASKED_KEYS + ("example_index",))
-        }
-        examples_dataset = tf.data.Dataset.from_tensor_slices(arrays)
-        yield masked_batches.masked_dataset(examples_dataset, mask_fn, host_batch_size)
-        step = stop
+    def examples_at(indices):
+      block = examples.examples(indices)
+      return {key: block[key] for key in _UNMASKED_KEYS}
 
-    return masked_batches.PretrainingBatches(
-      chunk_datasets(),
+    return masked_batches.batches_by_index(
+      examples_at,
+      mask_fn,
       start_position=start_position,
+      process_index=process_index,
+      process_count=process_count,
       global_batch_size=global_batch_size,
       num_batches=num_batches,
     )

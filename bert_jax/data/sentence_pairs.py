@@ -36,6 +36,8 @@ OBJECTIVES = ("nsp", "sop", "none")
 MIN_SEQ_LENGTH = 5
 # BERT tries this many times to draw a random document other than the current one.
 _RANDOM_DOCUMENT_TRIES = 10
+# Rows laid out per vectorised block in `assemble_pairs`.
+_BLOCK_ROWS = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,10 +262,29 @@ def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
     [SEP], 1 for B [SEP], 0 on padding), ``input_mask`` [N, L] (1 real, 0 padding) and
     ``next_sentence_labels`` [N].
   """
+  if len(spans) and int((spans.a_end - spans.a_start + spans.b_end - spans.b_start).max()) > (
+    max_seq_length - 3
+  ):
+    raise UserInputError(f"pairs longer than max_seq_length - 3 = {max_seq_length - 3} tokens")
+  rows = {
+    key: np.empty([len(spans), max_seq_length], np.int32)
+    for key in ("input_ids", "token_type_ids", "input_mask")
+  }
+  # A block of rows at a time: the int64 [rows, L] temporaries stay a few MB at any size.
+  for start in range(0, len(spans), _BLOCK_ROWS):
+    block = np.arange(start, min(start + _BLOCK_ROWS, len(spans)))
+    for key, value in _assemble_block(
+      corpus, spans.take(block), max_seq_length, special_ids
+    ).items():
+      rows[key][block] = value
+  rows["next_sentence_labels"] = spans.next_sentence_labels.astype(np.int32)
+  return rows
+
+
+def _assemble_block(corpus, spans, max_seq_length, special_ids):
+  """`assemble_pairs`' sequence arrays for a block of rows."""
   length_a = (spans.a_end - spans.a_start)[:, None]
   length_b = (spans.b_end - spans.b_start)[:, None]
-  if len(spans) and int((length_a + length_b).max()) > max_seq_length - 3:
-    raise UserInputError(f"pairs longer than max_seq_length - 3 = {max_seq_length - 3} tokens")
   position = np.arange(max_seq_length, dtype=np.int64)[None, :]
   in_a = (position >= 1) & (position <= length_a)
   b_first = length_a + 2
@@ -281,8 +302,31 @@ def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
     "input_ids": input_ids.astype(np.int32),
     "token_type_ids": ((position >= b_first) & (position <= last)).astype(np.int32),
     "input_mask": (position <= last).astype(np.int32),
-    "next_sentence_labels": spans.next_sentence_labels.astype(np.int32),
   }
+
+
+class PairRows:
+  """Sentence pairs whose rows are laid out on demand (`assemble_pairs` of the rows taken).
+
+  A writer takes the rows a block at a time, so the [N, L] arrays of a whole window of text
+  never exist at once: only the spans (five integers a pair) do.
+  """
+
+  def __init__(self, corpus, spans, *, max_seq_length, special_ids):
+    self._corpus, self._spans = corpus, spans
+    self._max_seq_length, self._special_ids = max_seq_length, special_ids
+
+  def __len__(self):
+    return len(self._spans)
+
+  def take(self, indices):
+    """The `assemble_pairs` arrays of the pairs at ``indices``, in that order."""
+    return assemble_pairs(
+      self._corpus,
+      self._spans.take(np.asarray(indices, np.int64)),
+      max_seq_length=self._max_seq_length,
+      special_ids=self._special_ids,
+    )
 
 
 def create_sentence_pairs(corpus, *, max_seq_length, short_seq_prob, rng, special_ids):

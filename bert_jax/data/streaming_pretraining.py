@@ -27,8 +27,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert_jax.data import files as data_files
-from bert_jax.data import record_format, tokenized_corpus
+from bert_jax.data import record_format, text_corpus, tokenized_corpus
 from bert_jax.errors import UserInputError
+
+# Lines after which a file that is mostly not UTF-8 is refused, before it yields a window.
+_EARLY_TEXT_CHECK_LINES = 1024
 
 
 def file_size(path):
@@ -37,10 +40,11 @@ def file_size(path):
 
 
 class _ByteCounter:
-  """Counts raw bytes read, shared between the reader and the progress line."""
+  """Counts raw bytes and words read, shared between the reader and the progress line."""
 
   def __init__(self):
     self.bytes = 0
+    self.words = 0  # Whitespace-separated, as `wc -w` counts them.
 
 
 def stream_documents(paths, counter, split_sentences=None):
@@ -49,7 +53,7 @@ def stream_documents(paths, counter, split_sentences=None):
   Args:
     paths: BERT-format text files (one sentence or paragraph per line, blank lines between
       documents).
-    counter: a ``_ByteCounter`` advanced by the raw bytes read.
+    counter: a ``_ByteCounter`` advanced by the raw bytes and the words read.
     split_sentences: for the paragraphs format, ``str -> list[str]``; None keeps lines as they
       are.
 
@@ -61,19 +65,26 @@ def stream_documents(paths, counter, split_sentences=None):
       raise FileNotFoundError(f"corpus file {path} does not exist")
     any_text = False
     current, bad = [], 0
+    file_bad = file_text = 0
     with data_files.open_binary(path) as f:
-      for raw_line in f:
+      for number, raw_line in enumerate(f, 1):
         counter.bytes += len(raw_line)
+        if number == _EARLY_TEXT_CHECK_LINES:  # A binary file is refused before any record.
+          text_corpus.check_mostly_text(path, file_bad, file_text)
         try:
           line = raw_line.decode("utf-8").strip()
         except UnicodeDecodeError:
           bad += 1  # Skip only the bad line; counted in the metadata.
+          file_bad += 1
           continue
         if line:
+          file_text += 1
+          counter.words += len(line.split())
           current.extend(split_sentences(line) if split_sentences else [line])
         elif current:
           yield current, bad
           any_text, current, bad = True, [], 0
+    text_corpus.check_mostly_text(path, file_bad, file_text)
     if current:
       yield current, bad
       any_text, bad = True, 0
@@ -87,20 +98,28 @@ def stream_documents(paths, counter, split_sentences=None):
 
 
 def windows(documents, window_documents):
-  """Groups a document stream into lists of about ``window_documents`` (last one up to 1.5x)."""
-  pending, current = None, []
+  """Groups a document stream into lists of about ``window_documents`` (last one up to 1.5x).
+
+  A window leaves through ``handed`` (appended, then popped as it is yielded), so this
+  generator keeps no reference to it: the caller frees its text once it is tokenised.
+  """
+  pending, current, handed = None, [], []
   half = max(1, window_documents // 2)
   for document in documents:
     current.append(document)
     if pending is not None and len(current) >= half:
-      yield pending
+      handed.append(pending)
       pending = None
+      yield handed.pop()
     if pending is None and len(current) >= window_documents:
       pending, current = current, []
   if pending is not None:
-    yield pending + current
-  elif current:
-    yield current
+    pending.extend(current)
+    current = pending
+  if current:
+    handed.append(current)
+    pending = current = None
+    yield handed.pop()
 
 
 class Progress:
@@ -133,9 +152,44 @@ class Progress:
     )
 
 
-def _shuffled(arrays, rng):
-  order = rng.permutation(len(arrays[record_format.LABEL_KEY]))
-  return {key: value[order] for key, value in arrays.items()}
+# Documents tokenised at a time (their text freed right after).
+_TOKENIZE_GROUP_DOCUMENTS = 100
+# Rows laid out (and serialised) at a time: a few MB whatever the window holds.
+_WRITE_BLOCK_ROWS = 4096
+
+
+class ArrayRows:
+  """Rows already in arrays (``{key: [N, ...]}``), with the ``len`` / ``take`` of `PairRows`."""
+
+  def __init__(self, arrays):
+    self._arrays = arrays
+
+  def __len__(self):
+    return len(self._arrays[record_format.LABEL_KEY])
+
+  def take(self, indices):
+    return {key: value[indices] for key, value in self._arrays.items()}
+
+
+def _tokenize_window(window, tokenizer):
+  """`tokenized_corpus.tokenize_documents` of ``window``, emptying it as it goes: each group
+  of documents' text is freed once it is token ids (4 bytes a token, the text several times
+  that), so the window's text and its ids are never both held in full."""
+  parts = []
+  while window:
+    group = window[:_TOKENIZE_GROUP_DOCUMENTS]
+    del window[:_TOKENIZE_GROUP_DOCUMENTS]
+    parts.append(tokenized_corpus.tokenize_documents(group, tokenizer))
+    del group
+  return tokenized_corpus.TokenizedDocuments.concatenate(parts)
+
+
+def _write_rows(writer, rows, order):
+  """Writes ``rows`` (`ArrayRows` or `sentence_pairs.PairRows`) in ``order``, a block at a time."""
+  for start in range(0, len(order), _WRITE_BLOCK_ROWS):
+    block = rows.take(order[start : start + _WRITE_BLOCK_ROWS])
+    for row in range(len(block[record_format.LABEL_KEY])):
+      writer.write(record_format.serialize(block, row))
 
 
 def write_streaming(
@@ -162,7 +216,8 @@ def write_streaming(
     seed: the run's seed.
     eval_fraction: documents held out per window.
     tokenizer: a tokenizer with ``encode_batch``.
-    make_rows: ``(corpus, rng) -> (arrays, counts dict)``, pairs or packed rows of one split.
+    make_rows: ``(corpus, rng) -> (rows, counts dict)``, the pairs or packed rows of one
+      split as `ArrayRows` or `sentence_pairs.PairRows`.
     window_documents: documents per window.
     split_sentences: see `stream_documents`.
     progress_every_s: seconds between progress lines.
@@ -194,30 +249,29 @@ def write_streaming(
   writers = [tf.io.TFRecordWriter(os.path.join(output_dir, n)) for n in train_names]
   eval_writer = None
   try:
-    for w, window in enumerate(windows(documents(), window_documents)):
-      corpus = tokenized_corpus.tokenize_documents(window, tokenizer)
+    # Not enumerate(): it keeps the last window it yielded alive.
+    w = -1
+    for window in windows(documents(), window_documents):
+      w += 1
+      corpus = _tokenize_window(window, tokenizer)
       del window
       train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
       train, window_counts = make_rows(corpus.select(train_docs), rng)
-      train = _shuffled(train, rng)
-      num_train = len(train[record_format.LABEL_KEY])
-      for writer, name, rows in zip(
-        writers, train_names, np.array_split(np.arange(num_train), len(writers))
-      ):
-        for row in rows:
-          writer.write(record_format.serialize(train, row))
+      num_train = len(train)
+      order = rng.permutation(num_train)
+      for writer, name, rows in zip(writers, train_names, np.array_split(order, len(writers))):
+        _write_rows(writer, train, rows)
         written[name] += len(rows)
+      del train
       if len(eval_docs):
         held_out, eval_counts = make_rows(corpus.select(eval_docs), rng)
-        held_out = _shuffled(held_out, rng)
         if eval_writer is None:
           eval_writer = tf.io.TFRecordWriter(os.path.join(output_dir, eval_name))
           written[eval_name] = 0
-        for row in range(len(held_out[record_format.LABEL_KEY])):
-          eval_writer.write(record_format.serialize(held_out, row))
-        written[eval_name] += len(held_out[record_format.LABEL_KEY])
-        counts["eval_sequences"] += len(held_out[record_format.LABEL_KEY])
+        _write_rows(eval_writer, held_out, rng.permutation(len(held_out)))
+        written[eval_name] += len(held_out)
+        counts["eval_sequences"] += len(held_out)
         for key, value in eval_counts.items():
           window_counts[key] += value
       for key, value in window_counts.items():
@@ -231,4 +285,5 @@ def write_streaming(
       writer.close()
   progress.update(0, 0, force=True)
   counts["non_utf8_lines"] = bad_lines[0]
+  counts["words"] = counter.words
   return written, counts

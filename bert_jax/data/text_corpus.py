@@ -41,6 +41,19 @@ def expand_paths(paths):
   return expanded
 
 
+def check_mostly_text(path, num_undecodable: int, num_text_lines: int):
+  """Refuses a binary file: more undecodable lines than lines of text (not a stray byte).
+
+  Raises:
+    UserInputError: naming ``path`` as not UTF-8 text.
+  """
+  if num_undecodable > num_text_lines:
+    raise UserInputError(
+      f"corpus file {path} is not UTF-8 text ({num_undecodable} undecodable lines, "
+      f"{num_text_lines} of text); point at text files with one sentence per line"
+    )
+
+
 def read_documents_from_file(path):
   """Reads one text file into documents.
 
@@ -80,11 +93,7 @@ def read_documents_from_file(path):
     documents.append(current)
   if num_undecodable:
     logging.warning("skipped %d lines of %s that are not valid UTF-8", num_undecodable, path)
-  if num_undecodable > sum(map(len, documents)):  # A binary file, not text with a stray byte.
-    raise UserInputError(
-      f"corpus file {path} is not UTF-8 text ({num_undecodable} undecodable lines); point at "
-      "text files with one sentence per line"
-    )
+  check_mostly_text(path, num_undecodable, sum(map(len, documents)))
   if not documents:
     raise UserInputError(
       f"corpus file {path} contains no text; it needs one sentence per line with blank lines "

@@ -94,6 +94,23 @@ class _Vocab:
 
   _tokens: tuple[str, ...]
   _special_ids: SpecialTokenIds
+  pair_separators = 1  # [SEP]s between a pair's segments: BERT's one, RoBERTa's two.
+
+  def with_special_tokens(self, ids_a, ids_b=None):
+    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (RoBERTa: ``<s> A </s></s> B </s>``).
+
+    Returns:
+      (ids, number of leading ids in segment A, the rest being segment B).
+    """
+    special = self._special_ids
+    first = [special.cls, *ids_a, special.sep]
+    if ids_b is None:
+      return first, len(first)
+    return first + [special.sep] * (self.pair_separators - 1) + [*ids_b, special.sep], len(first)
+
+  def num_special_tokens(self, pair: bool) -> int:
+    """How many ids `with_special_tokens` adds to one segment or a pair."""
+    return 2 + self.pair_separators if pair else 2
 
   @property
   def vocab_size(self):
@@ -231,6 +248,29 @@ def load_wordpiece(vocab_path, lowercase=True):
 _SENTENCEPIECE_WORD_START = "\u2581"
 
 
+def read_sentencepiece(model_path):
+  """A ``sentencepiece.SentencePieceProcessor`` of a ``.model`` file (local or gs://).
+
+  Raises:
+    FileNotFoundError: no such file.
+    UserInputError: the file is not a SentencePiece model.
+  """
+  import sentencepiece  # pylint: disable=g-import-not-at-top
+
+  if not files.is_file(model_path):
+    raise FileNotFoundError(
+      f"SentencePiece model {model_path} does not exist; train one with "
+      "python -m bert_jax.tools.train_vocab --kind=sentencepiece"
+    )
+  try:
+    return sentencepiece.SentencePieceProcessor(model_proto=files.read_bytes(model_path))
+  except (RuntimeError, OSError) as e:
+    raise UserInputError(
+      f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "
+      "spm_train or train_vocab, or a WordPiece vocab.txt"
+    ) from None
+
+
 class SentencePieceTokenizer(_Vocab):
   """A SentencePiece model (unigram or BPE) with BERT's special pieces, same interface.
 
@@ -239,23 +279,9 @@ class SentencePieceTokenizer(_Vocab):
   inside the model when it is trained.
   """
 
-  def __init__(self, model_path):
-    import sentencepiece  # pylint: disable=g-import-not-at-top
-
-    if not files.is_file(model_path):
-      raise FileNotFoundError(
-        f"SentencePiece model {model_path} does not exist; train one with "
-        "python -m bert_jax.tools.train_vocab --kind=sentencepiece"
-      )
-    try:
-      self._processor = sentencepiece.SentencePieceProcessor(
-        model_proto=files.read_bytes(model_path)
-      )
-    except (RuntimeError, OSError) as e:
-      raise UserInputError(
-        f"{model_path} is not a SentencePiece model ({e}); pass a .model file from "
-        "spm_train or train_vocab, or a WordPiece vocab.txt"
-      ) from None
+  def __init__(self, model_path, processor=None):
+    """Loads the model (``processor``: the model already read by `read_sentencepiece`)."""
+    self._processor = read_sentencepiece(model_path) if processor is None else processor
     processor = self._processor
     self._tokens = tuple(processor.id_to_piece(i) for i in range(processor.get_piece_size()))
     self._special_ids = special_token_ids(self._tokens, model_path)
@@ -301,17 +327,27 @@ class SentencePieceTokenizer(_Vocab):
 
 
 def load_tokenizer(path, lowercase=True):
-  """A WordPiece ``vocab.txt`` or a SentencePiece ``.model``, chosen by the file name.
+  """A WordPiece ``vocab.txt``, a SentencePiece ``.model`` or a byte-level BPE ``vocab.json``.
 
   Args:
-    path: the vocab file; names ending in ``.model`` load as SentencePiece.
+    path: the vocab file; names ending in ``.model`` load as SentencePiece (XLM-R's layout,
+      `bpe_tokenization.FairseqSentencePieceTokenizer`, when it has no BERT special pieces),
+      ``.json`` as RoBERTa's byte-level BPE with ``merges.txt`` beside it.
     lowercase: WordPiece only (SentencePiece models carry their own normalisation).
 
   Returns:
     A :class:`WordPieceTokenizer` or :class:`SentencePieceTokenizer`.
   """
+  # pylint: disable-next=g-import-not-at-top (bpe_tokenization builds on this module)
+  from bert_jax.data import bpe_tokenization
+
+  if path.endswith(".json"):
+    return bpe_tokenization.ByteLevelBpeTokenizer(path)
   if path.endswith(".model"):
-    return SentencePieceTokenizer(path)
+    processor = read_sentencepiece(path)
+    if bpe_tokenization.is_fairseq_sentencepiece(processor):
+      return bpe_tokenization.FairseqSentencePieceTokenizer(path, processor)
+    return SentencePieceTokenizer(path, processor)
   return load_wordpiece(path, lowercase=lowercase)
 
 

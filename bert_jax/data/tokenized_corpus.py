@@ -6,6 +6,7 @@ instead of copied lists, and batches can be assembled from any example index wit
 """
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -77,45 +78,79 @@ class TokenizedDocuments:
       token_ids.astype(np.int32), sentence_starts, np.array(document_starts, dtype=np.int64)
     )
 
+  @staticmethod
+  def concatenate(parts):
+    """The documents of ``parts`` (a sequence of ``TokenizedDocuments``), in order."""
+    token_offsets = np.cumsum([0] + [part.num_tokens for part in parts])
+    sentence_offsets = np.cumsum([0] + [part.num_sentences for part in parts])
+    return TokenizedDocuments(
+      token_ids=np.concatenate([np.zeros([0], np.int32)] + [p.token_ids for p in parts]),
+      sentence_starts=np.concatenate(
+        [[0]] + [p.sentence_starts[1:] + o for p, o in zip(parts, token_offsets)]
+      ).astype(np.int64),
+      document_starts=np.concatenate(
+        [[0]] + [p.document_starts[1:] + o for p, o in zip(parts, sentence_offsets)]
+      ).astype(np.int64),
+    )
+
   def select(self, document_indices):
     """A new corpus holding only the given documents, in the given order."""
     documents = np.asarray(document_indices, dtype=np.int64)
     first_sentence = self.document_starts[documents]
-    sentence_counts = self.document_starts[documents + 1] - first_sentence
-    sentences = _concatenated_ranges(first_sentence, sentence_counts)
-    first_token = self.sentence_starts[sentences]
-    token_counts = self.sentence_starts[sentences + 1] - first_token
+    end_sentence = self.document_starts[documents + 1]
+    first_token = self.sentence_starts[first_sentence]
+    end_token = self.sentence_starts[end_sentence]
+    # A document's sentences and tokens are contiguous: copy one slice per document (no
+    # index arrays as long as the corpus, which cost 16x the int32 ids).
+    sentence_lengths = np.diff(self.sentence_starts)
+    lengths = [sentence_lengths[a:b] for a, b in zip(first_sentence, end_sentence)]
+    tokens = [self.token_ids[a:b] for a, b in zip(first_token, end_token)]
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
     return TokenizedDocuments(
-      token_ids=self.token_ids[_concatenated_ranges(first_token, token_counts)],
-      sentence_starts=np.concatenate([[0], np.cumsum(token_counts)]).astype(np.int64),
-      document_starts=np.concatenate([[0], np.cumsum(sentence_counts)]).astype(np.int64),
+      token_ids=np.concatenate(tokens) if tokens else np.zeros([0], np.int32),
+      sentence_starts=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+      document_starts=np.concatenate([[0], np.cumsum(end_sentence - first_sentence)]).astype(
+        np.int64
+      ),
     )
 
 
-def _concatenated_ranges(starts, counts):
-  """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without the loop."""
-  ends = np.cumsum(counts)
-  return np.repeat(starts - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
+# Sentences tokenised per call: the tokenizer's per-token objects (strings, offsets) live only
+# for one chunk, and its ids go straight into int32 arrays.
+_TOKENIZE_CHUNK = 4096
 
 
 def tokenize_documents(documents, tokenizer):
-  """Tokenises documents of sentence strings in one batch call.
+  """Tokenises documents of sentence strings, a chunk of sentences per batch call.
 
   Args:
     documents: list of documents, each a list of sentence strings.
     tokenizer: anything with ``encode_batch(list[str]) -> list[list[int]]``.
 
   Returns:
-    A :class:`TokenizedDocuments` (sentences that tokenise to nothing are dropped).
+    A :class:`TokenizedDocuments` (sentences that tokenise to nothing are dropped, then
+    documents left without a sentence), the same as `TokenizedDocuments.from_id_lists`.
   """
   flat = [sentence for document in documents for sentence in document]
-  ids = tokenizer.encode_batch(flat)
-  nested = []
-  position = 0
-  for document in documents:
-    nested.append(ids[position : position + len(document)])
-    position += len(document)
-  return TokenizedDocuments.from_id_lists(nested)
+  id_chunks, length_chunks = [], []
+  for start in range(0, len(flat), _TOKENIZE_CHUNK):
+    ids = tokenizer.encode_batch(flat[start : start + _TOKENIZE_CHUNK])
+    length_chunks.append(np.fromiter(map(len, ids), np.int64, len(ids)))
+    id_chunks.append(np.fromiter(itertools.chain.from_iterable(ids), np.int32))
+  del flat
+  lengths = np.concatenate(length_chunks) if length_chunks else np.zeros([0], np.int64)
+  kept = lengths > 0
+  # Kept sentences per document; documents left empty are dropped.
+  document_of_sentence = np.repeat(
+    np.arange(len(documents)), np.array([len(d) for d in documents], np.int64)
+  )
+  per_document = np.bincount(document_of_sentence[kept], minlength=len(documents))
+  per_document = per_document[per_document > 0]
+  return TokenizedDocuments(
+    token_ids=np.concatenate(id_chunks) if id_chunks else np.zeros([0], np.int32),
+    sentence_starts=np.concatenate([[0], np.cumsum(lengths[kept])]).astype(np.int64),
+    document_starts=np.concatenate([[0], np.cumsum(per_document)]).astype(np.int64),
+  )
 
 
 def split_documents(num_documents, eval_fraction):

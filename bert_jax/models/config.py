@@ -8,6 +8,9 @@ from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.models.electra.options import ElectraOptions
+from bert_jax.models.transformer_xl import adaptive_config
+from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
+from bert_jax.models.xlm.options import XlmOptions
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -172,7 +175,7 @@ class ModelConfig:
   causal: bool = option(
     False,
     help="xlnet: tokens see only the memory, earlier tokens and themselves (Transformer-XL's "
-    "LM; transformers' attn_type='uni'); transformer_xl: always True",
+    "LM; transformers' attn_type='uni'); transformer_xl: always True; xlm: CLM (its causal)",
   )
   embedding_size: int = option(
     0,
@@ -181,6 +184,13 @@ class ModelConfig:
   )
   electra: ElectraOptions = option(
     default_factory=ElectraOptions, help="Generator size and RTD weight of family electra."
+  )
+  adaptive: AdaptiveOptions = option(
+    default_factory=AdaptiveOptions,
+    help="transformer_xl: adaptive input and softmax (cutoffs, div_val, tie_projs).",
+  )
+  xlm: XlmOptions = option(
+    default_factory=XlmOptions, help="Languages and position table of family xlm."
   )
 
   def __post_init__(self):
@@ -227,6 +237,7 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
+    adaptive_config.check(self)
     if self.mem_len < 0:
       raise UserInputError(
         f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
@@ -306,7 +317,12 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   unknown = sorted(set(fields) - known)
   if unknown:
     raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
-  for name, cls in (("lsh", LshOptions), ("electra", ElectraOptions)):
+  for name, cls in (
+    ("lsh", LshOptions),
+    ("electra", ElectraOptions),
+    ("adaptive", AdaptiveOptions),
+    ("xlm", XlmOptions),
+  ):
     if name in fields and not isinstance(fields[name], cls):
       fields[name] = _subsection(cls, fields[name], f"model.{name}")
   return ModelConfig(**fields)

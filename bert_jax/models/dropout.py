@@ -11,6 +11,22 @@ import jax
 import jax.numpy as jnp
 
 
+def keep_mask(shape, rate: float, rng):
+  """Boolean [shape]: True where an element survives dropout at ``rate``.
+
+  Each 32-bit random word decides two elements (its low and high 16 bits), so the mask of the
+  last dimension's first half comes from the low halves and the second half from the high ones.
+  A function of ``(shape, rate, rng)`` only, so a backward pass can draw the same mask again
+  instead of keeping it.
+  """
+  threshold = jnp.uint32(round((1.0 - rate) * 65536))
+  last = shape[-1]
+  words = jax.random.bits(rng, tuple(shape[:-1]) + ((last + 1) // 2,), jnp.uint32)
+  low_16 = words & jnp.uint32(0xFFFF)
+  high_16 = words >> 16
+  return jnp.concatenate([low_16 < threshold, high_16 < threshold], axis=-1)[..., :last]
+
+
 def dropout(x, rate: float, rng):
   """Zeroes each element with probability ``rate`` and scales the rest by 1 / (1 - rate).
 
@@ -24,14 +40,8 @@ def dropout(x, rate: float, rng):
   """
   if rate <= 0.0:
     return x
-  keep_prob = 1.0 - rate
-  threshold = jnp.uint32(round(keep_prob * 65536))
-  last = x.shape[-1]
-  words = jax.random.bits(rng, x.shape[:-1] + ((last + 1) // 2,), jnp.uint32)
-  low_16 = words & jnp.uint32(0xFFFF)
-  high_16 = words >> 16
-  keep = jnp.concatenate([low_16 < threshold, high_16 < threshold], axis=-1)[..., :last]
-  return jnp.where(keep, x / jnp.asarray(keep_prob, x.dtype), jnp.zeros((), x.dtype))
+  keep = keep_mask(x.shape, rate, rng)
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros((), x.dtype))
 
 
 class Dropout(nn.Module):

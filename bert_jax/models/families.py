@@ -39,10 +39,16 @@ from bert_jax.models.bert.family import FAMILY as BERT
 from bert_jax.models.distilbert.family import FAMILY as DISTILBERT
 from bert_jax.models.electra.family import FAMILY as ELECTRA
 from bert_jax.models.family_spec import Family, HfInterop
+from bert_jax.models.roberta.family import FAMILY as ROBERTA
 from bert_jax.models.transformer_xl.family import FAMILY as TRANSFORMER_XL
+from bert_jax.models.xlm.family import FAMILY as XLM
+from bert_jax.models.xlm_roberta.family import FAMILY as XLM_ROBERTA
 from bert_jax.models.xlnet.family import FAMILY as XLNET
 
-_FAMILIES = {f.name: f for f in (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL)}
+_FAMILIES = {
+  f.name: f
+  for f in (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA, XLM)
+}
 
 
 def get(name: str) -> Family:
@@ -65,7 +71,12 @@ def registered() -> tuple[str, ...]:
 
 def _hf_choices() -> str:
   # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
-  return ", ".join(f"{f.hf.label} ({f.hf.model_type!r})" for f in _FAMILIES.values() if f.hf)
+  # Families of one label (RoBERTa's two model types) share an entry.
+  types = {}
+  for f in _FAMILIES.values():
+    if f.hf:
+      types.setdefault(f.hf.label, []).append(repr(f.hf.model_type))
+  return ", ".join(f"{label} ({', '.join(model_types)})" for label, model_types in types.items())
 
 
 def for_config_json(values, source: str) -> Family:

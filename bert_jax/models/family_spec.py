@@ -14,7 +14,9 @@ import flax.linen as nn
 MASKED_LM = "masked_lm"  # MLM at the masked positions (+ the NSP / SOP head if it has one).
 PERMUTATION_LM = "permutation_lm"  # XLNet: the masked positions predicted in a random order.
 REPLACED_TOKEN_DETECTION = "replaced_token_detection"  # ELECTRA: generator + discriminator.
-OBJECTIVES = (MASKED_LM, PERMUTATION_LM, REPLACED_TOKEN_DETECTION)
+# XLM: MLM, CLM or TLM (every data.objective) over its own data (`data/parallel_pairs.py`).
+CROSS_LINGUAL_LM = "cross_lingual_lm"
+OBJECTIVES = (MASKED_LM, PERMUTATION_LM, REPLACED_TOKEN_DETECTION, CROSS_LINGUAL_LM)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,10 @@ class HfInterop:
       `weight_table.Row`s (what is left out is logged).
     pair: the flag naming a second Hugging Face directory the import needs (ELECTRA's
       ``generator``); "" = one directory.
+    read_alone: ``(config.json object, state, config source, weights source, pair directory
+      or None) -> (ModelConfig, params)`` of a state that converts without its pair
+      (ELECTRA's lone generator), or None when this state needs the pair; None: every
+      state of a paired family needs it.
   """
 
   model_type: str
@@ -41,6 +47,7 @@ class HfInterop:
   read_params: Callable
   write: Callable
   pair: str = ""
+  read_alone: Callable | None = None
 
 
 def table_interop(
@@ -114,6 +121,8 @@ class Family:
     hf_baseline: ``(config, optimizer, seed) -> (jitted step, (params, opt_state))``, the
       same model and loss in transformers' Flax implementation for `tools/benchmark`
       ``--baseline=hf_flax``; None if transformers has no Flax version.
+    hf_torch_baseline: transformers' PyTorch ``BertForPreTraining`` is this model (the
+      ``--baseline=hf_torch`` of `tools/benchmark`, `tools/hf_torch_baseline.py`).
     check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for model keys
       the family cannot compute (run by `ModelConfig` after its shared checks); None: none.
   """
@@ -129,6 +138,7 @@ class Family:
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
   hf_baseline: Callable | None = None
+  hf_torch_baseline: bool = False
   check_config: Callable | None = None
 
   @property

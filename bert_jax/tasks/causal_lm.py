@@ -112,11 +112,16 @@ class CausalLmTask:
     return {"lm_weight": jnp.maximum(jnp.sum(batch["label_weights"]), 1.0)}
 
   def loss_and_sums(self, outputs, batch, denominators):
-    """Mean next-token cross-entropy (float32) over real predictions, and metric sums."""
+    """Mean next-token cross-entropy (float32) over real predictions, and metric sums; a model
+    that returns ``log_probs`` (Transformer-XL's adaptive softmax) is scored on them."""
     logits_BLV = outputs["logits"].astype(jnp.float32)
     labels_BL = batch["labels"]
     weights_BL = batch["label_weights"].astype(jnp.float32)
-    ce_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLV, labels_BL)
+    if "log_probs" in outputs:  # An adaptive softmax: the target's log-probability.
+      target_BL = jnp.take_along_axis(outputs["log_probs"], labels_BL[..., None], axis=-1)
+      ce_BL = -target_BL[..., 0].astype(jnp.float32)
+    else:
+      ce_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLV, labels_BL)
     sums = {
       "lm_loss": jnp.sum(ce_BL * weights_BL),
       "lm_accuracy": jnp.sum((jnp.argmax(logits_BLV, -1) == labels_BL) * weights_BL),

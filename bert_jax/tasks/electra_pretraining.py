@@ -99,14 +99,22 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
     return metrics
 
 
-def make_task(model_config: ModelConfig, data_config, data=None) -> ElectraPretrainingTask:
-  """The registry's entry point of `family_spec.REPLACED_TOKEN_DETECTION` (ELECTRA).
+def make_task(model_config: ModelConfig, data_config, data=None) -> pretraining.PretrainingTask:
+  """The registry's entry point of `family_spec.REPLACED_TOKEN_DETECTION` (ELECTRA; a
+  ``model.electra.lone_generator`` model trains BERT's masked LM alone).
 
   Raises:
     UserInputError: a sentence-level objective is configured (ELECTRA has no sentence head).
   """
   del data
   pretraining.check_sentence_head(model_config, data_config)
+  if model_config.electra.lone_generator:
+    return pretraining.PretrainingTask(
+      model_config,
+      data_config.max_seq_length,
+      data_config.max_predictions_per_seq,
+      sentence_objective="none",
+    )
   return ElectraPretrainingTask(
     model_config, data_config.max_seq_length, data_config.max_predictions_per_seq
   )

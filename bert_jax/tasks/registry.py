@@ -6,7 +6,8 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
   pretraining      bert_jax.data.pretraining_pipeline and the family's objective
                    (`Family.pretraining_objective` -> `PRETRAINING_OBJECTIVES`);
                    bert_jax.data.segment_batches, bert_jax.tasks.causal_lm for
-                   data.objective clm
+                   data.objective clm; bert_jax.data.parallel_pairs for an objective
+                   with its own data, `OWN_DATA`)
   distillation     bert_jax.data.pretraining_pipeline, bert_jax.tasks.distillation
   classification   bert_jax.tasks.classification
   tagging          bert_jax.tasks.tagging
@@ -22,10 +23,16 @@ read from the train file).
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.data import default_corpus, pretraining_pipeline, segment_batches, tokenization
+from bert_jax.data import default_corpus, segment_batches, tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families, family_spec
-from bert_jax.tasks import causal_lm, distillation, electra_pretraining, pretraining
+from bert_jax.tasks import (
+  causal_lm,
+  distillation,
+  electra_pretraining,
+  pretraining,
+  xlm_pretraining,
+)
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
@@ -42,15 +49,38 @@ PRETRAINING_OBJECTIVES = {
   family_spec.MASKED_LM: pretraining.make_task,
   family_spec.PERMUTATION_LM: pretraining.make_permutation_lm_task,
   family_spec.REPLACED_TOKEN_DETECTION: electra_pretraining.make_task,
+  family_spec.CROSS_LINGUAL_LM: xlm_pretraining.make_task,
+}
+
+
+def _pairs_data(data_config, model_config):
+  # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile.
+  from bert_jax.data import parallel_pairs  # pylint: disable=g-import-not-at-top
+
+  return parallel_pairs.PairsData(data_config, model_config)
+
+
+# `Family.pretraining_objective` -> the data class of an objective whose every data.objective
+# (here also 'clm') and data are its own.
+OWN_DATA = {
+  family_spec.CROSS_LINGUAL_LM: _pairs_data,
 }
 
 
 def _make_pretraining_task(model_config, data_config, data=None):
-  """The one place that picks a pretraining objective: the causal LM for data.objective='clm',
-  else the objective of ``model.family``."""
+  """The one place that picks a pretraining objective: an objective with its own data takes
+  every data.objective; else the causal LM for data.objective='clm', else the objective of
+  ``model.family``."""
+  family = families.get(model_config.family)
+  if family.pretraining_objective in OWN_DATA:
+    return PRETRAINING_OBJECTIVES[family.pretraining_objective](model_config, data_config, data)
+  if data_config.objective == names.TLM or data_config.pairs_path:
+    raise UserInputError(
+      f"data.objective='tlm' and data.pairs_path are XLM's; model.family={model_config.family!r}"
+      " pretrains on data.corpus_paths: set model.family='xlm' or unset them"
+    )
   if data_config.objective == names.CLM:
     return causal_lm.make_task(model_config, data_config, data)
-  family = families.get(model_config.family)
   if not family.pretraining_objective:
     raise UserInputError(
       f"model.family={family.name!r} is a causal LM with memory and has no masked-LM "
@@ -100,6 +130,11 @@ def make_data(settings):
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
+  objective = families.get(settings.model.family).pretraining_objective
+  if settings.trainer.task == names.PRETRAINING and objective in OWN_DATA:
+    # Refuses a data.objective the family has not first.
+    PRETRAINING_OBJECTIVES[objective](settings.model, settings.data)
+    return OWN_DATA[objective](settings.data, settings.model)
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
     causal_lm.make_task(settings.model, settings.data)  # Refuses a model without memory first.
     return segment_batches.SegmentData(
@@ -108,6 +143,10 @@ def make_data(settings):
       global_batch_size=settings.trainer.global_batch_size,
     )
   if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
+    # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile
+    # or time the step (hosts without TensorFlow can run those).
+    from bert_jax.data import pretraining_pipeline  # pylint: disable=g-import-not-at-top
+
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
     )

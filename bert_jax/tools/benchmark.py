@@ -11,12 +11,16 @@ Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
 FlaxDistilBertForMaskedLM for DistilBERT, FlaxElectraForMaskedLM + FlaxElectraForPreTraining
 for ELECTRA) trained the same way, measured in the same process in
 alternating rounds so both see the same machine load, and the ratio of the medians.
+``--baseline=hf_torch`` times Hugging Face's PyTorch BertForPreTraining instead (BERT only;
+SDPA attention, fused AdamW and bf16 autocast on CUDA, float32 on CPU; ``--torch_compile``
+wraps it in ``torch.compile``; see `hf_torch_baseline`), on CUDA when torch sees a GPU.
 ``median_step_cpu_s`` (and ``speedup_vs_hf_flax_cpu``) are the same for the process's CPU time
 (all threads, user + system) per step, which other jobs on a shared machine inflate far less
-than the wall time.
+than the wall time; a baseline on a GPU gets no CPU-time ratio (its host only waits).
 """
 
 import json
+import os
 import statistics
 import time
 
@@ -30,7 +34,12 @@ from bert_jax.tools import cli
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps per implementation (after warmup).")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Alternating rounds the timed steps are split into.")
-_BASELINE = flags.DEFINE_enum("baseline", "none", ["none", "hf_flax"], "Also time a baseline.")
+_BASELINE = flags.DEFINE_enum(
+  "baseline", "none", ["none", "hf_flax", "hf_torch"], "Also time a baseline."
+)
+_TORCH_COMPILE = flags.DEFINE_bool(
+  "torch_compile", False, "--baseline=hf_torch: run the PyTorch model through torch.compile."
+)
 
 
 def _timed(run_one, steps):
@@ -43,14 +52,38 @@ def _timed(run_one, steps):
   return times
 
 
+def _hf_flax_runner(settings, training, host_batch):
+  """One update of Hugging Face's Flax model (`Family.hf_baseline`), run to completion."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
+
+  baseline = families.get(settings.model.family).hf_baseline
+  hf_step, hf_state = baseline(settings.model, training.optimizer)
+  holder = {"state": hf_state}
+
+  def hf():
+    params, opt_state, loss = hf_step(*holder["state"], host_batch, jax.random.key(1))
+    holder["state"] = (params, opt_state)
+    jax.block_until_ready(loss)
+
+  return hf
+
+
 def main(argv):
   del argv
   environment.quiet_tensorflow()
+  if _TORCH_COMPILE.value and _BASELINE.value != "hf_torch":
+    raise UserInputError("--torch_compile compiles the PyTorch baseline; add --baseline=hf_torch")
+  if _BASELINE.value == "hf_torch":
+    # PyTorch shares the GPU with jax in this process; jax would take 75% of it at start.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
   import jax  # pylint: disable=g-import-not-at-top
 
   from bert_jax.models import families  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+  from bert_jax.tools import hf_torch_baseline  # pylint: disable=g-import-not-at-top
   from bert_jax.train import (
     flops,  # pylint: disable=g-import-not-at-top
     setup,  # pylint: disable=g-import-not-at-top
@@ -62,9 +95,9 @@ def main(argv):
   )
 
   settings = settings_from_config(_CONFIG.value)
-  if _BASELINE.value == "hf_flax" and settings.trainer.task != "pretraining":
+  if _BASELINE.value != "none" and settings.trainer.task != "pretraining":
     raise UserInputError(
-      "--baseline=hf_flax times Hugging Face's pretraining step; pass "
+      f"--baseline={_BASELINE.value} times Hugging Face's pretraining step; pass "
       "--config.task=pretraining to compare the family's step with it"
     )
   if _BASELINE.value == "hf_flax" and families.get(settings.model.family).hf_baseline is None:
@@ -72,6 +105,9 @@ def main(argv):
       f"--baseline=hf_flax: transformers has no Flax model of model.family="
       f"{settings.model.family!r}; drop --baseline"
     )
+  if _BASELINE.value == "hf_torch":  # Refuse before minutes of compiling.
+    hf_torch_baseline.check_config(settings.model)
+    hf_torch_baseline.import_torch()
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
@@ -95,18 +131,21 @@ def main(argv):
       holder["state"], metrics = training.train_step(holder["state"], batch, rng)
       jax.block_until_ready(metrics)
 
-    runners = {"bert_jax": ours}
+    runners, extra = {"bert_jax": ours}, {}
     if _BASELINE.value == "hf_flax":
-      baseline = families.get(settings.model.family).hf_baseline
-      hf_step, hf_state = baseline(settings.model, training.optimizer)
-      hf_holder = {"state": hf_state}
-
-      def hf():
-        params, opt_state, loss = hf_step(*hf_holder["state"], host_batch, jax.random.key(1))
-        hf_holder["state"] = (params, opt_state)
-        jax.block_until_ready(loss)
-
-      runners["hf_flax"] = hf
+      runners["hf_flax"] = _hf_flax_runner(settings, training, host_batch)
+    elif _BASELINE.value == "hf_torch":
+      torch_baseline = hf_torch_baseline.train_step(
+        settings.model, settings.optimizer, host_batch, compile_model=_TORCH_COMPILE.value
+      )
+      runners["hf_torch"] = torch_baseline.step
+      extra = {
+        "hf_torch_device": torch_baseline.device,
+        "hf_torch_compute_dtype": torch_baseline.compute_dtype,
+        "hf_torch_compile": _TORCH_COMPILE.value,
+        "hf_torch_params": torch_baseline.params,
+        "hf_torch_versions": torch_baseline.versions,
+      }
     for run_one in runners.values():  # Compile and warm up.
       run_one()
       run_one()
@@ -141,16 +180,24 @@ def main(argv):
     "peak_flops": peak,
     "steps_timed": len(times["bert_jax"]),
   }
-  if "hf_flax" in times:
-    hf_median = statistics.median(wall for wall, _ in times["hf_flax"])
-    hf_median_cpu = statistics.median(cpu for _, cpu in times["hf_flax"])
+  result.update(extra)
+  for name in set(times) - {"bert_jax"}:
+    hf_median = statistics.median(wall for wall, _ in times[name])
     result.update(
-      hf_flax_median_step_s=round(hf_median, 4),
-      hf_flax_median_step_cpu_s=round(hf_median_cpu, 4),
-      hf_flax_tokens_per_s=round(batch_size * seq_len / hf_median, 1),
-      speedup_vs_hf_flax=round(hf_median / median, 3),
-      speedup_vs_hf_flax_cpu=round(hf_median_cpu / median_cpu, 3),
+      {
+        f"{name}_median_step_s": round(hf_median, 4),
+        f"{name}_tokens_per_s": round(batch_size * seq_len / hf_median, 1),
+        f"speedup_vs_{name}": round(hf_median / median, 3),
+      }
     )
+    if extra.get("hf_torch_device", "cpu") == "cpu":  # A GPU baseline's host CPU only waits.
+      hf_median_cpu = statistics.median(cpu for _, cpu in times[name])
+      result.update(
+        {
+          f"{name}_median_step_cpu_s": round(hf_median_cpu, 4),
+          f"speedup_vs_{name}_cpu": round(hf_median_cpu / median_cpu, 3),
+        }
+      )
   print(json.dumps(result), flush=True)
 
 

@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from bert_jax.data import default_corpus
+from bert_jax.tools import cli
 
 _CHILD = """
 import json, sys, time
@@ -70,7 +71,10 @@ def main(argv=None):
   )
   parser.add_argument("--sizes_mb", type=_sizes, default="18,180")
   parser.add_argument("--window_documents", type=_at_least_two, default=2000)
-  args = parser.parse_args(argv)
+  return cli.run_argparse(parser, _benchmark, argv)
+
+
+def _benchmark(args):
   result = {"window_documents": args.window_documents}
   with tempfile.TemporaryDirectory() as tmp:
     for size in args.sizes_mb:
@@ -106,4 +110,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())

@@ -60,8 +60,7 @@ def main(argv=None):
   parser.add_argument("--batch_size", type=int, default=256)
   parser.add_argument("--num_batches", type=int, default=100)
   parser.add_argument("--warmup_batches", type=int, default=10)
-  args = parser.parse_args(argv)
-  return cli.guard(lambda: _benchmark(args))
+  return cli.run_argparse(parser, _benchmark, argv)
 
 
 def _benchmark(args):

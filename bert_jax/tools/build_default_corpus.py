@@ -22,7 +22,6 @@ import bz2
 import importlib.resources
 import os
 import re
-import sys
 import unicodedata
 
 from absl import logging
@@ -263,7 +262,7 @@ def build_corpus(source, output_dir, vocab_size, min_sentence_words, min_documen
   return titles
 
 
-def _parse_args(argv):
+def _parser():
   parser = argparse.ArgumentParser(
     prog="python -m bert_jax.tools.build_default_corpus",
     description="Rebuilds bert_jax/data/corpus from the Wikipedia sample in the gensim wheel.",
@@ -289,14 +288,13 @@ def _parse_args(argv):
     default=3,
     help="articles with fewer prose sentences are dropped",
   )
-  return parser.parse_args(argv)
+  return parser
 
 
 def main(argv=None):
-  args = _parse_args(argv)
   logging.set_verbosity(logging.INFO)
 
-  def body():
+  def body(args):
     source = args.source or _gensim_sample_path()
     output_dir = args.output_dir or os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
@@ -305,8 +303,8 @@ def main(argv=None):
       source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
     )
 
-  return cli.guard(body)
+  return cli.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":
-  raise SystemExit(main(sys.argv[1:]))
+  raise SystemExit(main())

@@ -16,8 +16,10 @@ fine-tuning runs take as ``--config.init_from=<output>``. Hugging Face directori
 config.json and model.safetensors (read without torch) or pytorch_model.bin (needs torch);
 BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and so do
 DistilBertModel and DistilBertForMaskedLM ones, ALBERT's (AlbertModel / AlbertForMaskedLM /
-AlbertForPreTraining; one shared layer group or one group per layer) and XLNet's (XLNetModel,
-XLNetLMHeadModel): ``model_type`` in config.json picks the family
+AlbertForPreTraining; one shared layer group or one group per layer), XLNet's (XLNetModel,
+XLNetLMHeadModel), RoBERTa's / XLM-R's ((XLM)RobertaModel, (XLM)RobertaForMaskedLM, with
+their vocab.json + merges.txt / sentencepiece.bpe.model) and XLM's (XLMModel, XLMWithLMHeadModel,
+languages from lang2id): ``model_type`` in config.json picks the family
 (`models/families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
@@ -33,7 +35,11 @@ WordPiece vocab and lowercasing.
 ELECTRA (config.json ``model_type: electra``): ``--input`` is the discriminator
 (ElectraForPreTraining or ElectraModel), ``--generator`` the ElectraForMaskedLM trained with it
 (its embeddings must equal the discriminator's: bert_jax stores them once); ``--to=hf`` writes
-``<output>/discriminator`` and ``<output>/generator``.
+``<output>/discriminator`` and ``<output>/generator``. A generator alone (ElectraForMaskedLM as
+``--input``, no ``--generator``: the electra-*-generator checkpoints) converts into an ELECTRA
+workdir with ``model.electra.lone_generator=True`` (the generator is the trunk that fine-tuning
+and ``embed`` read, and pretraining continues its masked LM); it exports back as one
+ElectraForMaskedLM directory.
 
 The TF import maps bert_config.json's ``"gelu"`` to the exact (erf) GELU, as Hugging Face does;
 Google's TF code computes its tanh approximation, which differs by at most 5e-4 per value.
@@ -48,13 +54,14 @@ from absl import flags, logging
 from etils import epath
 
 from bert_jax import environment
-from bert_jax.data import tokenizer_json
+from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.interop import hf_config, safetensors_files, tf_weights, weight_table
 from bert_jax.tools import cli, hf_model_dirs, workdir_params
 
 _TOKENIZER_JSON = "tokenizer.json"
+_HF_VOCAB_FILES = (workdir_params.VOCAB_FILE, "vocab.json", "sentencepiece.bpe.model")
 # Attention kinds that compute something else than BERT's dense softmax attention.
 _APPROXIMATE_ATTENTION = ("lsh", "local")
 
@@ -148,12 +155,24 @@ def _vocab(vocab_flag, default_path):
   return str(default_path) if default_path and epath.Path(default_path).exists() else None
 
 
+def _vocab_beside(directory):
+  """The model's vocab in a Hugging Face directory: BERT's vocab.txt, RoBERTa's vocab.json
+  (+ merges.txt) or XLM-R's sentencepiece.bpe.model; vocab.txt's path if none exists."""
+  for name in _HF_VOCAB_FILES:
+    if (directory / name).exists():
+      return directory / name
+  return directory / workdir_params.VOCAB_FILE
+
+
 def _log_vocab(vocab_path, model):
   if vocab_path is None:
     logging.warning("no vocab.txt found; pass --vocab so tools can tokenise for this model")
     return
-  with open(vocab_path, encoding="utf-8") as f:
-    lines = sum(1 for _ in f)
+  if vocab_path.endswith((".json", ".model")):
+    lines = tokenization.load_tokenizer(vocab_path).vocab_size
+  else:
+    with open(vocab_path, encoding="utf-8") as f:
+      lines = sum(1 for _ in f)
   if lines != model.vocab_size:
     logging.warning(
       "%s has %d entries but the model's vocab_size is %d", vocab_path, lines, model.vocab_size
@@ -172,7 +191,7 @@ def from_hf(
       "directory with config.json and model.safetensors"
     )
   model, params, weights_path = hf_model_dirs.read_model(directory, generator)
-  vocab_path = _vocab(vocab, directory / workdir_params.VOCAB_FILE)
+  vocab_path = _vocab(vocab, _vocab_beside(directory))
   tokenizer_config = directory / "tokenizer_config.json"
   if lowercase is None and tokenizer_config.exists():
     settings = hf_model_dirs.read_json(tokenizer_config, "it must hold the tokenizer's settings")
@@ -289,8 +308,32 @@ def to_hf(
     )
 
 
+# A fairseq-style vocab's files under transformers' names, and its tokenizer class.
+_FAIRSEQ_TOKENIZER_FILES = {
+  bpe_tokenization.ByteLevelBpeTokenizer: (("vocab.json", "merges.txt"), "RobertaTokenizer"),
+  bpe_tokenization.FairseqSentencePieceTokenizer: (
+    ("sentencepiece.bpe.model",),
+    "XLMRobertaTokenizer",
+  ),
+}
+
+
 def _write_tokenizer_files(directory, vocab_path, lowercase: bool, max_length: int):
-  """vocab.txt and tokenizer_config.json, when the run's vocab is a WordPiece vocab.txt."""
+  """vocab.txt and tokenizer_config.json, when the run's vocab is a WordPiece vocab.txt;
+  RoBERTa's vocab.json + merges.txt or XLM-R's sentencepiece.bpe.model likewise."""
+  if vocab_path and vocab_path.endswith((".json", ".model")):
+    kind = type(tokenization.load_tokenizer(vocab_path))
+    if kind in _FAIRSEQ_TOKENIZER_FILES:
+      names_, tokenizer_class = _FAIRSEQ_TOKENIZER_FILES[kind]
+      sources = [vocab_path, *bpe_tokenization.companion_files(vocab_path)]
+      for source, name in zip(sources, names_):
+        epath.Path(source).copy(directory / name)
+      # fairseq's vocabs go with positions counted past the padding index (RoBERTa).
+      tokenizer_config = {"tokenizer_class": tokenizer_class, "model_max_length": max_length - 2}
+      (directory / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config, indent=2) + "\n"
+      )
+      return
   if vocab_path and not vocab_path.endswith(".model"):
     epath.Path(vocab_path).copy(directory / workdir_params.VOCAB_FILE)
     tokenizer_config = {

@@ -16,7 +16,7 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
   p + n, ...``, its held-out documents to ``eval-<p>-of-<n>`` and ``metadata-<p>.json``.
 * Streaming: documents are processed in windows of ``--window_documents`` (bounded memory; see
   `bert_jax.data.streaming_pretraining` for how that differs from pairing over the whole input),
-  with a progress line every ``--progress_every_s`` seconds.
+  with a progress line every ``--progress_every_s`` seconds and words/s per process at the end.
 * Deterministic: the output depends only on the inputs, the flags and ``--seed``.
 * Nothing is dropped silently: non-UTF-8 lines, sentences cut to fit, documents spread over
   several rows are counted, logged and stored in the metadata.
@@ -25,6 +25,7 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
 import argparse
 import multiprocessing
 import sys
+import time
 
 import numpy as np
 from absl import logging
@@ -59,7 +60,7 @@ def read_paragraph_documents(path):
 
 
 def _make_rows(corpus, args, rng, tokenizer):
-  """Unmasked rows of one split: sentence pairs or packed full sentences, and cut counts."""
+  """Unmasked rows of one split (pairs laid out as they are written), and cut counts."""
   special = tokenizer.special_ids
   if args.style == "full_sentences":
     arrays, counts = full_sentences.pack_full_sentences(
@@ -68,28 +69,28 @@ def _make_rows(corpus, args, rng, tokenizer):
       special_ids=special,
       document_order=rng.permutation(corpus.num_documents),
     )
-    return arrays, {
+    return streaming_pretraining.ArrayRows(arrays), {
       "sentences_cut": counts.sentences_cut,
       "documents_across_rows": counts.documents_across_rows,
     }
-  parts = []
-  for _ in range(args.dupe_factor):
-    spans = sentence_pairs.sample_pair_spans(
-      corpus,
-      max_seq_length=args.max_seq_length,
-      short_seq_prob=args.short_seq_prob,
-      rng=rng,
-      objective=args.objective,
-    )
-    parts.append(
-      sentence_pairs.assemble_pairs(
-        corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
+  spans = sentence_pairs.PairSpans.concatenate(
+    [
+      sentence_pairs.sample_pair_spans(
+        corpus,
+        max_seq_length=args.max_seq_length,
+        short_seq_prob=args.short_seq_prob,
+        rng=rng,
+        objective=args.objective,
       )
-    )
-  arrays = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+      for _ in range(args.dupe_factor)
+    ]
+  )
+  rows = sentence_pairs.PairRows(
+    corpus, spans, max_seq_length=args.max_seq_length, special_ids=special
+  )
   lengths = np.diff(corpus.sentence_starts)
   # Pairs are cut to max_seq_length - 3 tokens; a sentence longer than that always is.
-  return arrays, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
+  return rows, {"sentences_cut": int((lengths > args.max_seq_length - 3).sum())}
 
 
 def run_process(args, process_index):
@@ -101,6 +102,7 @@ def run_process(args, process_index):
       f"{len(files)} input files cannot feed {args.process_count} processes; give at least "
       "as many files as processes (split the text into more files)"
     )
+  start = time.monotonic()
   tokenizer = tokenization.load_tokenizer(args.vocab, lowercase=args.lowercase)
   data_files.makedirs(args.output_dir)  # A local folder or gs://.
   written, counts = streaming_pretraining.write_streaming(
@@ -132,10 +134,14 @@ def run_process(args, process_index):
     "counts": counts,
   }
   record_format.write_metadata(args.output_dir, process_index, metadata)
+  seconds = max(time.monotonic() - start, 1e-9)
   logging.info(
-    "process %d: %s",
+    "process %d: %s; %.0f s, %.0f words/s, %.0f tokens/s",
     process_index,
     ", ".join(f"{key} {value}" for key, value in sorted(counts.items())),
+    seconds,
+    counts["words"] / seconds,
+    counts["tokens"] / seconds,
   )
   return metadata
 
@@ -146,7 +152,7 @@ def _run_in_worker(args_and_index):
   return run_process(args, process_index)
 
 
-def parse_args(argv):
+def _parser():
   parser = argparse.ArgumentParser(
     prog="python -m bert_jax.tools.create_pretraining_data",
     description="Text files -> sharded TFRecords of unmasked token ids with document ids.",
@@ -205,7 +211,15 @@ def parse_args(argv):
     default=30.0,
     help="seconds between progress lines (documents/s, tokens/s, ETA)",
   )
-  args = parser.parse_args(argv)
+  return parser
+
+
+def parse_args(argv):
+  """The tool's flags, checked; a bad flag or value raises `UserInputError`."""
+  return _checked(cli.parse_args(_parser(), argv))
+
+
+def _checked(args):
   if args.style == "full_sentences":
     args.objective = "none"
   if args.num_workers > 1:
@@ -235,16 +249,15 @@ def parse_args(argv):
 def main(argv=None):
   logging.set_verbosity(logging.INFO)
 
-  def body():
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+  def body(args):
+    args = _checked(args)
     if args.num_workers > 1:
       with multiprocessing.get_context("spawn").Pool(args.num_workers) as pool:
         pool.map(_run_in_worker, [(args, p) for p in range(args.process_count)])
     else:
       run_process(args, args.process_index)
 
-  # Status 1 for bad input, as this tool has always returned.
-  return cli.guard(body)
+  return cli.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":

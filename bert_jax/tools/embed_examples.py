@@ -34,7 +34,8 @@ def _truncate(ids_a, ids_b, budget: int):
 
 
 def featurize(lines, tokenizer, max_seq_length: int) -> Features:
-  """[CLS] a [SEP] (b [SEP]) token ids of each line (``a ||| b`` for pairs), padded with 0.
+  """[CLS] a [SEP] (b [SEP]) token ids of each line (``a ||| b`` for pairs; the tokenizer's
+  pair format, `tokenization._Vocab.with_special_tokens`), padded with 0.
 
   Args:
     lines: the examples, one string each.
@@ -44,13 +45,14 @@ def featurize(lines, tokenizer, max_seq_length: int) -> Features:
   parts = [line.split(PAIR_SEPARATOR, 1) for line in lines]
   ids_a = tokenizer.encode_batch([p[0].strip() for p in parts])
   ids_b = tokenizer.encode_batch([p[1].strip() if len(p) > 1 else "" for p in parts])
-  special = tokenizer.special_ids
   rows = []
   for a, b, part in zip(ids_a, ids_b, parts):
     is_pair = len(part) > 1
-    a, b = _truncate(a, b if is_pair else [], max_seq_length - (3 if is_pair else 2))
-    ids = [special.cls, *a, special.sep] + ([*b, special.sep] if is_pair else [])
-    rows.append((ids, [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)))
+    budget = max_seq_length - tokenizer.num_special_tokens(is_pair)
+    a, b = _truncate(a, b if is_pair else [], budget)
+    # BERT: [CLS] a [SEP] b [SEP]; RoBERTa / XLM-R: <s> a </s></s> b </s>.
+    ids, len_a = tokenizer.with_special_tokens(a, b if is_pair else None)
+    rows.append((ids, [0] * len_a + [1] * (len(ids) - len_a)))
   lengths = np.array([len(ids) for ids, _ in rows], np.int32)
   input_ids = np.zeros((len(rows), int(lengths.max())), np.int32)
   token_type_ids = np.zeros_like(input_ids)

@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import shutil
+import traceback
 
 from absl import flags
 
@@ -170,6 +171,54 @@ def _config_file_line(error: BaseException) -> str | None:
   return None
 
 
+def config_file_arg(argv) -> str:
+  """The path given as ``--config=<path>[:<arg>]`` ("" if none), as the user spelt it."""
+  for i, arg in enumerate(argv):
+    if arg.startswith(("--config=", "-config=")):
+      return arg.split("=", 1)[1]
+    if arg in ("--config", "-config") and i + 1 < len(argv):
+      return argv[i + 1]
+  return ""
+
+
+def _chain(error: BaseException):
+  """``error`` and the exceptions it was raised from or while handling, outermost first."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    yield error
+    error = error.__cause__ or error.__context__
+
+
+def _raised_in_config_file(error: BaseException, argv) -> str | None:
+  """The line for an exception that the ``--config`` file's own code raised; None otherwise.
+
+  ml_collections re-raises a TypeError / ValueError from ``get_config`` as a new one holding the
+  formatted traceback (absl then wraps that in a flag error), so the exception the user's code
+  raised is found in the chain by its traceback passing through the config file.
+  """
+  path = config_file_arg(argv[1:])
+  if not path:
+    return None
+  if not os.path.isfile(path):
+    path = path.rsplit(":", 1)[0]  # configs/x.py:<arg>
+  if not os.path.isfile(path):
+    return None
+  for cause in _chain(error):
+    lines = [
+      frame.lineno
+      for frame in traceback.extract_tb(cause.__traceback__)
+      if os.path.isfile(frame.filename) and os.path.samefile(frame.filename, path)
+    ]
+    if lines:
+      message = (str(cause).strip().splitlines() or [""])[0][:160]
+      return _shorten(
+        f"error: the config file {path} raised {type(cause).__name__} at line {lines[-1]}"
+        f"{': ' + message if message else ''}; fix the file or its argument"
+      )
+  return None
+
+
 def parse_error_line(error: BaseException, argv) -> str:
   """The ``error:`` line for an exception raised while parsing the command line.
 
@@ -182,6 +231,9 @@ def parse_error_line(error: BaseException, argv) -> str:
       f"error: the config file {missing.group(1)} could not be loaded (it does not exist or "
       "is not readable); pass --config=configs/<name>.py"
     )
+  raised = _raised_in_config_file(error, argv)
+  if raised:
+    return raised
   described = describe(error)
   if described is not None:
     return described[0]

@@ -2,7 +2,8 @@
 
 Weights come from ``model.safetensors`` (one file or shards; float32, bf16 or f16, read without
 torch) or ``pytorch_model.bin`` (needs torch); ``config.json``'s ``model_type`` picks the family
-(`models/families.py`); ELECTRA pairs a discriminator directory with its generator's.
+(`models/families.py`); ELECTRA pairs a discriminator directory with its generator's,
+or converts a generator (ElectraForMaskedLM) alone (`HfInterop.read_alone`).
 """
 
 import json
@@ -78,6 +79,11 @@ def read_model(directory: epath.Path, generator=None):
     return model, interop.read_params(state, model, str(weights_path), None), weights_path
   weights_path, state = read_state(directory)
   source, pair_values, pair_state = str(weights_path), None, None
+  alone = interop.read_alone and interop.read_alone(
+    values, state, str(config_path), source, generator
+  )
+  if alone:
+    return (*alone, weights_path)
   if generator:
     pair_dir = epath.Path(generator)
     if not pair_dir.is_dir():

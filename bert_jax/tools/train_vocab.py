@@ -4,11 +4,20 @@
       --kind=wordpiece --vocab_size=30522
   python -m bert_jax.tools.train_vocab --input='/data/wiki/*.txt' --output=/data/sp.model \\
       --kind=sentencepiece --model_type=unigram --vocab_size=32000
+  python -m bert_jax.tools.train_vocab --input='/data/wiki/*.txt' \\
+      --output=/data/roberta/vocab.json --kind=bytelevel_bpe --vocab_size=50265
+  python -m bert_jax.tools.train_vocab --input='/data/cc100/*.txt' \\
+      --output=/data/xlmr/sentencepiece.bpe.model --kind=xlmr_sentencepiece --vocab_size=250002
 
 Both kinds hold BERT's special tokens [PAD] (id 0), [UNK], [CLS], [SEP] and [MASK], so either
 file works as ``data.vocab_path`` or ``create_pretraining_data --vocab``. Training is
 deterministic: WordPiece through ``wordpiece_training.train_wordpiece_vocab`` (uncased, with
 its fixed ``##`` ids), SentencePiece with one thread and unshuffled input.
+
+RoBERTa's and XLM-R's vocabs hold fairseq's specials instead (`data/bpe_training.py`):
+``bytelevel_bpe`` writes vocab.json and merges.txt beside it (byte-level BPE), and
+``xlmr_sentencepiece`` a SentencePiece BPE model read with fairseq's ids; ``--vocab_size``
+counts every entry the model sees, ``<mask>`` included.
 """
 
 import argparse
@@ -19,11 +28,11 @@ import tempfile
 
 from absl import logging
 
-from bert_jax.data import text_corpus, tokenization, wordpiece_training
+from bert_jax.data import bpe_training, text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
 from bert_jax.tools import cli
 
-KINDS = ("wordpiece", "sentencepiece")
+KINDS = ("wordpiece", "sentencepiece", "bytelevel_bpe", "xlmr_sentencepiece")
 MODEL_TYPES = ("unigram", "bpe")
 
 
@@ -35,12 +44,8 @@ def _joined_text(files, directory):
       documents, bad_lines = text_corpus.read_documents_from_file(file)
       for document in documents:
         out.write("\n".join(document) + "\n\n")
-      if bad_lines:
+      if bad_lines:  # A binary file was refused by read_documents_from_file.
         logging.warning("%s: skipped %d lines that are not valid UTF-8", file, bad_lines)
-        if bad_lines > sum(map(len, documents)):
-          raise UserInputError(
-            f"{file} is mostly not UTF-8 text ({bad_lines} undecodable lines); pass text files"
-          )
   return path
 
 
@@ -59,15 +64,28 @@ def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
     raise UserInputError(f"--kind={kind!r}; choose one of {KINDS}")
   if model_type not in MODEL_TYPES:
     raise UserInputError(f"--model_type={model_type!r}; choose one of {MODEL_TYPES}")
-  if kind == "sentencepiece" and not output.endswith(".model"):
+  if kind in ("sentencepiece", "xlmr_sentencepiece") and not output.endswith(".model"):
     raise UserInputError(f"--output={output} must end in .model for a SentencePiece model")
+  if kind == "bytelevel_bpe" and not output.endswith(".json"):
+    raise UserInputError(f"--output={output} must be a vocab.json (merges.txt goes beside it)")
   if vocab_size < 16:
     raise UserInputError(f"--vocab_size={vocab_size} is too small; BERT uses 30522")
   files = text_corpus.expand_paths(inputs.split(","))
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
   with tempfile.TemporaryDirectory() as directory:
     text_path = _joined_text(files, directory)
-    if kind == "wordpiece":
+    if kind == "bytelevel_bpe":
+      entries = bpe_training.train_byte_level_bpe(text_path, output, vocab_size)
+      _check_size(inputs, entries, vocab_size)
+    elif kind == "xlmr_sentencepiece":
+      try:
+        bpe_training.train_fairseq_sentencepiece(text_path, output, vocab_size)
+      except RuntimeError as error:
+        raise UserInputError(
+          f"SentencePiece could not train on --input={inputs} ({str(error).strip()[:120]}); "
+          "give more text or lower --vocab_size"
+        ) from None
+    elif kind == "wordpiece":
       tokens = wordpiece_training.train_wordpiece_vocab(text_path, vocab_size)
       _check_size(inputs, len(tokens), vocab_size)
       with open(output, "w", encoding="utf-8", newline="\n") as f:
@@ -111,20 +129,25 @@ def _train_sentencepiece(sentencepiece, text_path, prefix, vocab_size, model_typ
 def main(argv=None):
   parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.train_vocab")
   parser.add_argument("--input", required=True, help="text files or globs, comma-separated")
-  parser.add_argument("--output", required=True, help="vocab.txt, or a .model (sentencepiece)")
+  parser.add_argument(
+    "--output",
+    required=True,
+    help="vocab.txt, a .model (sentencepiece kinds) or vocab.json (bytelevel_bpe)",
+  )
   parser.add_argument("--kind", choices=KINDS, default="wordpiece")
   parser.add_argument("--model_type", choices=MODEL_TYPES, default="unigram")
   parser.add_argument("--vocab_size", type=int, default=30522)
-  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.INFO)
-  return cli.guard(
-    lambda: train(
+  return cli.run_argparse(
+    parser,
+    lambda args: train(
       inputs=args.input,
       output=args.output,
       kind=args.kind,
       vocab_size=args.vocab_size,
       model_type=args.model_type,
-    )
+    ),
+    argv,
   )
 
 

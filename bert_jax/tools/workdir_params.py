@@ -17,6 +17,7 @@ from etils import epath
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
+from bert_jax.data import bpe_tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.tasks import registry
@@ -111,14 +112,17 @@ def write_converted(
     params: nested numpy params in the trainer's layout (unscanned).
     model: the model they belong to.
     source: what they were converted from (recorded in config.json).
-    vocab_path: the source's vocab.txt, copied as ``vocab.txt``; None if unknown.
+    vocab_path: the source's vocab.txt, copied as ``vocab.txt``; a RoBERTa ``vocab.json``
+      (with its merges.txt) or a SentencePiece ``.model`` keeps its name; None if unknown.
     lowercase: whether that vocab is uncased.
   """
   config = {"model": json.loads(json.dumps(dataclasses.asdict(model))), "converted_from": source}
   if vocab_path is not None:
-    shutil.copyfile(vocab_path, directory / VOCAB_FILE)
+    name = epath.Path(vocab_path).name if vocab_path.endswith((".json", ".model")) else VOCAB_FILE
+    for path in [vocab_path, *bpe_tokenization.companion_files(vocab_path)]:
+      shutil.copyfile(path, directory / (name if path == vocab_path else epath.Path(path).name))
     # Relative to the workdir, so the converted model can be copied or moved.
-    config["data"] = {"vocab_path": VOCAB_FILE, "lowercase": lowercase}
+    config["data"] = {"vocab_path": name, "lowercase": lowercase}
   (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
     checkpointer.save(

@@ -5,12 +5,16 @@ Precedence when a run starts (the one place it is decided, see `loop.restore_or_
 resume from ``<workdir>/checkpoints`` > ``init_from`` > from scratch.
 """
 
+import contextlib
+
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from etils import epath
+from absl import logging
 
+from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
+from bert_jax.train import background_errors
 
 
 class Checkpointer:
@@ -20,7 +24,10 @@ class Checkpointer:
   continues every stream with the memory it had; other states hold exactly what they did.
 
   Saves are asynchronous: the train loop continues while arrays are written; a save never
-  replaces an existing step, and only finished saves count as checkpoints.
+  replaces an existing step, and only finished saves count as checkpoints. A save that fails
+  in the background (a full disk) is one warning naming the step and the cause; its
+  tracebacks go to ``<workdir>/errors.log`` (`background_errors`), and `check` raises its
+  error at the next step.
   """
 
   def __init__(self, workdir: str, max_to_keep: int = 3, record: dict | None = None):
@@ -32,8 +39,14 @@ class Checkpointer:
       record: JSON-able facts saved with every checkpoint (beside the data position) that a
         resume must match, e.g. a distillation teacher's identity; None = nothing recorded.
     """
-    self.directory = epath.Path(workdir) / "checkpoints"
+    self.directory = workdir_lib.Workdir.at(workdir).checkpoints
     self._record = record
+    log = workdir_lib.Workdir.at(workdir).errors_log
+    if jax.process_count() > 1:
+      log = log.with_name(f"errors.process_{jax.process_index()}.log")
+    self._background = background_errors.BackgroundErrors(str(log))
+    self._saving = None  # The step of the latest save.
+    self._warned = False
     self._manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
@@ -58,7 +71,17 @@ class Checkpointer:
     self._manager.reload()
 
   def save(self, step: int, state, rng, data_position: int):
-    """Starts an asynchronous save of everything needed to resume at ``step``."""
+    """Starts an asynchronous save of everything needed to resume at ``step``.
+
+    Raises the error of the previous save if that failed.
+    """
+    # Orbax's threads start here; from now on their errors go to the log.
+    self._background.install()
+    with self._failure_warning():
+      self._save(step, state, rng, data_position)
+    self._saving = step
+
+  def _save(self, step: int, state, rng, data_position: int):
     self._manager.save(
       step,
       args=ocp.args.Composite(
@@ -136,12 +159,51 @@ class Checkpointer:
     """True on every host once any host got a preemption notice (multi-process runs)."""
     return self._manager.reached_preemption(step)
 
+  def check(self):
+    """Raises the error of a save that failed in the background; cheap when none did.
+
+    Waits for the save in flight only once errors were logged, and only the first time.
+    """
+    if self._background.failed and not self._warned:
+      self.wait()
+      self._warned = True  # Errors were logged, yet the save finished.
+      logging.warning(
+        "errors while saving checkpoint %s; tracebacks in %s",
+        self._saving,
+        self._background.log_path,
+      )
+
   def wait(self):
-    self._manager.wait_until_finished()
+    """Waits for the save in flight; raises its error if it failed."""
+    with self._failure_warning():
+      self._manager.wait_until_finished()
 
   def close(self):
-    self._manager.wait_until_finished()
-    self._manager.close()
+    """Waits for the save in flight (raising its error), then releases Orbax's threads."""
+    try:
+      self.wait()
+      self._manager.close()
+    finally:
+      # After a failure TensorStore writes that were in flight may still call back (into a
+      # closed event loop): their tracebacks keep going to the log until the process ends.
+      if not self._background.failed:
+        self._background.uninstall()
+
+  @contextlib.contextmanager
+  def _failure_warning(self):
+    """One warning for the first failed save: its step, the cause and where the tracebacks are."""
+    try:
+      yield
+    except Exception as error:
+      if not self._warned:
+        self._warned = True
+        logging.warning(
+          "saving checkpoint %s failed (%s); tracebacks in %s",
+          self._saving,
+          background_errors.cause(error),
+          self._background.log_path,
+        )
+      raise
 
 
 def _shapes_by_path(tree):

@@ -8,12 +8,16 @@ the devices and the compiler version, so a cache shared by runs of different con
 import jax
 from absl import logging
 from etils import epath
+from jax.experimental.compilation_cache import compilation_cache as jax_compilation_cache
 
 
 def configure(workdir: epath.Path, cache_dir: str):
   """Points jax's persistent compilation cache at ``cache_dir`` (relative to ``workdir``).
 
-  Call before the run compiles anything: jax reads these settings at its first compile.
+  Call at the run's commit point (after config.json), before the train step compiles: a
+  refused run writes nothing into the workdir. The cache is reopened (jax reads its settings
+  at the next compile), so programs compiled earlier in this process do not pin another
+  directory.
 
   Args:
     workdir: the run's workdir.
@@ -29,4 +33,5 @@ def configure(workdir: epath.Path, cache_dir: str):
   # Cache every program: on a pod even the small eval and init programs cost seconds each.
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  jax_compilation_cache.reset_cache()
   logging.info("XLA compilation cache: %s", path)

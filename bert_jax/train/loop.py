@@ -159,24 +159,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Returns:
     The last eval metrics.
   """
-  # Every check comes before the first write: a refused run leaves its workdir as it was.
+  # A refused run leaves its workdir byte-identical. config.json is the commit point: it is
+  # written once every check has passed and the state is restored or initialised, and the
+  # compilation cache opens after it. Before it, the only write to an existing workdir is the
+  # lock (removed again); a workdir this run created holds nothing of an accepted run and is
+  # removed.
   settings = settings_from_config(config, str(workdir))
   workdir = epath.Path(workdir)
   resolved = run_state.resolved_config(
     config, settings.model, workdir, getattr(settings.data, "lowercase", None)
   )
   run_state.check_workdir(workdir, resolved)
-  compilation_cache.configure(workdir, settings.trainer.compilation_cache_dir)
   new_workdir = not workdir.exists()
   lock = run_lock.acquire_for_run(workdir, settings.trainer.lock_lease_secs)
   try:
     return _train_and_evaluate(settings, resolved, workdir, lock)
   finally:
     lock.release()
-    # Taking the lock created the workdir; a run refused before its first write removes it
-    # again, so a refusal leaves no trace.
-    if new_workdir and jax.process_index() == 0 and not any(workdir.iterdir()):
-      workdir.rmdir()
+    run = workdir_lib.Workdir(workdir)
+    if new_workdir and jax.process_index() == 0 and not run.config_json.exists():
+      run.path.rmtree()
 
 
 def _train_and_evaluate(settings, resolved, workdir, lock):
@@ -198,9 +200,9 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
+    # Before the Checkpointer creates checkpoints/: a refused init_from changes nothing.
     if trainer.init_from and not workdir_lib.Workdir(workdir).has_checkpoints():
       init_from_lib.check_fits(trainer.init_from, training.abstract_state.params, settings.model)
-    run_state.write_config_json(workdir, resolved)
     checkpointer = Checkpointer(
       str(workdir), trainer.max_checkpoints_to_keep, record=training.checkpoint_record
     )
@@ -217,6 +219,11 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
       init_overlay=training.init_overlay,
       init_memory=training.init_memory,
     )
+    # Last of the start: every refusal (the checkpoint's shapes, record or damage) came above.
+    run_state.write_config_json(workdir, resolved)
+    # Only an accepted run writes compiled programs into the workdir (the train and eval steps
+    # compile below; the few small programs of the start are not cached).
+    compilation_cache.configure(workdir, trainer.compilation_cache_dir)
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
 
@@ -273,6 +280,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
       profiler.after_step(step, metrics)
       pending.append((step + 1, metrics))
       drain(keep=1)
+      checkpointer.check()  # A failed asynchronous save ends the run now, not at the next save.
       done = step + 1
       preempted = sigterm.raised if sigterm else checkpointer.reached_preemption(done)
       if done % trainer.checkpoint_every_steps == 0 or done == trainer.num_train_steps or preempted:

@@ -29,4 +29,5 @@ FAMILY = Family(
     architecture=_bert_architecture,
   ),
   hf_baseline=hf_baseline.bert_pretraining,
+  hf_torch_baseline=True,
 )

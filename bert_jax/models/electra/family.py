@@ -22,6 +22,7 @@ FAMILY = Family(
     hf_electra.read_params,
     hf_electra.write,
     pair="generator",
+    read_alone=hf_electra.read_alone,  # A generator alone (ElectraForMaskedLM).
   ),
   hf_baseline=hf_baseline_electra.electra_pretraining,
   check_config=options.generator_config,  # Raises if the generator does not fit.

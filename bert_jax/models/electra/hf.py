@@ -9,6 +9,9 @@ checked and then dropped on import, and written into both directories on export.
 
 ``ElectraModel`` checkpoints (the discriminator trunk without the ``electra.`` prefix or a
 head) also load, as in `hf_weights` for BERT; so does a discriminator without a generator.
+A generator alone (``ElectraForMaskedLM``, the published electra-*-generator checkpoints)
+becomes a ``model.electra.lone_generator`` model: its trunk under ``bert``, its head under
+``generator_head``, at its own sizes (`lone_generator_rows`).
 """
 
 import dataclasses
@@ -68,28 +71,48 @@ def _encoder_rows(ours: str, theirs: str, config: ModelConfig, group: str):
   )
 
 
-def rows(config: ModelConfig):
-  """The `Row` table of an ELECTRA pair of ``config``'s sizes (generator names prefixed)."""
-  gen = generator_config(config)
-  g = GENERATOR_PREFIX
-  embeddings = [
+def _embedding_rows():
+  return [
     Row(f"bert/embeddings/{ours}", _PREFIX + theirs, weight_table.REQUIRED_GROUP)
     for ours, theirs in _EMBEDDING_TABLES
   ]
+
+
+def _generator_head_rows(prefix: str):
+  return [
+    Row(f"generator_head/{ours}", f"{prefix}{theirs}", "generator", None, t)
+    for ours, theirs, t in _GENERATOR_HEAD
+  ]
+
+
+def rows(config: ModelConfig):
+  """The `Row` table of ``config``: an ELECTRA pair (generator names prefixed), or
+  `lone_generator_rows` for a lone generator."""
+  if config.electra.lone_generator:
+    return lone_generator_rows(config)
+  gen = generator_config(config)
+  g = GENERATOR_PREFIX
+  embeddings = _embedding_rows()
   discriminator_head = [
     Row(f"discriminator_head/{ours}", f"discriminator_predictions.{theirs}", "disc_head", None, t)
     for ours, theirs, t in _DISCRIMINATOR_HEAD
-  ]
-  generator_head = [
-    Row(f"generator_head/{ours}", f"{g}{theirs}", "generator", None, t)
-    for ours, theirs, t in _GENERATOR_HEAD
   ]
   return (
     embeddings
     + _encoder_rows("bert", _PREFIX, config, weight_table.REQUIRED_GROUP)
     + discriminator_head
     + _encoder_rows("generator", g + _PREFIX, gen, "generator")
-    + generator_head
+    + _generator_head_rows(g)
+  )
+
+
+def lone_generator_rows(config: ModelConfig):
+  """The `Row` table of an ``ElectraForMaskedLM`` as a lone-generator model: the trunk under
+  ``bert`` (its names as in ``ElectraModel``), the MLM head under ``generator_head``."""
+  return (
+    _embedding_rows()
+    + _encoder_rows("bert", _PREFIX, config, weight_table.REQUIRED_GROUP)
+    + _generator_head_rows("")
   )
 
 
@@ -141,14 +164,45 @@ def params_from_hf(discriminator, generator, config: ModelConfig, source: str):
   )
 
 
+def is_generator_state(state) -> bool:
+  """Whether a Hugging Face state dict is an ``ElectraForMaskedLM``'s (it has the MLM head)."""
+  return any(name.startswith("generator_predictions.") for name in state)
+
+
+def lone_generator_params_from_hf(state, config: ModelConfig, source: str):
+  """bert_jax params (``bert``, ``generator_head``) of an ``ElectraForMaskedLM`` state dict.
+
+  Raises:
+    UserInputError: tensors missing, unexpected or mis-shaped (one message), or a decoder
+      that is not tied to the word embeddings.
+  """
+  tensors = {_canonical(name): value for name, value in state.items()}
+  if _TIED_DECODER in tensors and not np.array_equal(
+    tensors[_TIED_DECODER], tensors.get(_PREFIX + _EMBEDDING_TABLES[0][1])
+  ):
+    raise UserInputError(
+      f"{source}: {_TIED_DECODER} differs from the word embeddings; untied decoders are "
+      "not supported"
+    )
+  return weight_table.import_state(
+    lone_generator_rows(config),
+    tensors,
+    config,
+    source=source,
+    ignored=frozenset((_TIED_DECODER, *_IGNORED)),
+  )
+
+
 def hf_from_params(params, config: ModelConfig):
   """The inverse of `params_from_hf`: (discriminator state, generator state or None).
 
   Names are those ``save_pretrained`` writes (the generator's tied decoder left out); the
   generator's state repeats the shared embeddings, as Hugging Face's ``ElectraForMaskedLM``
-  holds its own copy.
+  holds its own copy. A lone generator exports as (None, its ``ElectraForMaskedLM`` state).
   """
   state = weight_table.export_params(rows(config), params)
+  if config.electra.lone_generator:
+    return None, state
   discriminator = {k: v for k, v in state.items() if not k.startswith(GENERATOR_PREFIX)}
   generator = {
     k[len(GENERATOR_PREFIX) :]: v for k, v in state.items() if k.startswith(GENERATOR_PREFIX)
@@ -199,6 +253,17 @@ def model_config_from_hf(discriminator: dict, generator: dict | None, source: st
   return dataclasses.replace(config, electra=options)
 
 
+def lone_generator_config_from_hf(values: dict, source: str) -> ModelConfig:
+  """The ``lone_generator`` model of an ``ElectraForMaskedLM``'s parsed config.json."""
+  config = _bert_like(values, source)
+  return dataclasses.replace(
+    config,
+    family=names.ELECTRA,
+    embedding_size=_embedding_size(values, config),
+    electra=ElectraOptions(lone_generator=True),
+  )
+
+
 def _bert_like(values, source: str) -> ModelConfig:
   if not isinstance(values, dict) or values.get("model_type") != names.ELECTRA:
     kind = values.get("model_type") if isinstance(values, dict) else None
@@ -219,9 +284,14 @@ def hf_configs_from_model_config(config: ModelConfig, with_heads: bool):
 
   Args:
     config: the bert_jax ELECTRA model.
-    with_heads: the export holds the discriminator head (else it is an ``ElectraModel``).
+    with_heads: the export holds the discriminator head (else it is an ``ElectraModel``);
+      a lone generator's is (None, its ``ElectraForMaskedLM`` config).
   """
   embedding_size = config.embedding_size or config.hidden_size
+  if config.electra.lone_generator:
+    gen = hf_config.bert_config_from_model_config(config, GENERATOR_ARCHITECTURE)
+    gen.update(model_type=names.ELECTRA, embedding_size=embedding_size)
+    return None, gen
   architecture = DISCRIMINATOR_ARCHITECTURE if with_heads else "ElectraModel"
   disc = hf_config.bert_config_from_model_config(config, architecture)
   disc.update(model_type=names.ELECTRA, embedding_size=embedding_size)
@@ -244,9 +314,31 @@ def read_params(state, config: ModelConfig, source: str, generator_state=None):
   return params_from_hf(state, generator_state, config, source)
 
 
+def read_alone(values, state, config_source: str, source: str, generator=None):
+  """`HfInterop.read_alone`: (model, params) of an ``ElectraForMaskedLM`` directory (a
+  ``lone_generator`` model), or None for a discriminator's state.
+
+  Raises:
+    UserInputError: a generator directory was also passed (``generator``), or what
+      `lone_generator_params_from_hf` refuses.
+  """
+  if not is_generator_state(state):
+    return None
+  if generator:
+    raise UserInputError(
+      f"{source} is an ELECTRA generator (ElectraForMaskedLM); pass the "
+      "discriminator as --input with --generator, or drop --generator to convert it alone"
+    )
+  model = lone_generator_config_from_hf(values, config_source)
+  return model, lone_generator_params_from_hf(state, model, source)
+
+
 def write(params, config: ModelConfig):
-  """`HfInterop.write`: the discriminator's and (if the run has one) the generator's dirs."""
+  """`HfInterop.write`: the discriminator's and (if the run has one) the generator's dirs; a
+  lone generator's one ``ElectraForMaskedLM``, written into the output directory itself."""
   states = hf_from_params(params, config)
   configs = hf_configs_from_model_config(config, "discriminator_head" in params)
+  if config.electra.lone_generator:
+    return {"": (configs[1], states[1])}, rows(config)
   directories = {d: (c, s) for d, c, s in zip(DIRECTORIES, configs, states) if s is not None}
   return directories, rows(config)

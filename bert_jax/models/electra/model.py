@@ -11,6 +11,11 @@ Parameter layout (one tree, so checkpoints, resume and sharding treat the pair a
   generator_head/        dense to ``embedding_size`` + GELU + LayerNorm, then the shared word
                          table and an output bias
 
+A ``model.electra.lone_generator`` model (a converted ``ElectraForMaskedLM``, e.g. the
+published electra-*-generator checkpoints) has no discriminator: ``bert/`` is the generator's
+trunk at the model's own sizes and ``generator_head/`` its masked-LM head, so fine-tuning and
+the tools read it like any ELECTRA trunk.
+
 Hugging Face's ``ElectraForPreTraining`` / ``ElectraForMaskedLM`` map onto these names
 (`models/electra/hf.py`).
 """
@@ -50,7 +55,7 @@ def _projection(config: ModelConfig):
 class GeneratorEncoder(nn.Module):
   """The generator's projection and encoder stack, on the discriminator's embeddings."""
 
-  config: ModelConfig  # The generator's (`electra_config.generator_config`).
+  config: ModelConfig  # The generator's (`options.generator_config`).
   deterministic: bool = True
 
   @nn.compact
@@ -165,9 +170,15 @@ class ElectraForPreTraining(nn.Module):
     masked_lm_weights_BP=None,
   ):
     """Returns float32 ``mlm_logits`` [B, P, V] and ``rtd_logits`` [B, L], and when sampling,
-    the int ``rtd_labels`` [B, L] (1 = the sampled token differs from the original)."""
+    the int ``rtd_labels`` [B, L] (1 = the sampled token differs from the original). A lone
+    generator returns ``mlm_logits`` only (at ``masked_lm_positions_BP``, or everywhere)."""
     gen_config = generator_config(self.config)
     bert = ElectraEncoder(self.config, self.deterministic, name="bert")
+    if self.config.electra.lone_generator:
+      x_BLG, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
+      if masked_lm_positions_BP is not None:
+        x_BLG = jnp.take_along_axis(x_BLG, masked_lm_positions_BP[:, :, None], axis=1)
+      return {"mlm_logits": GeneratorHead(gen_config, name="generator_head")(x_BLG, bert.attend)}
     generator = GeneratorEncoder(gen_config, self.deterministic, name="generator")
     gen_head = GeneratorHead(gen_config, name="generator_head")
     disc_head = DiscriminatorHead(self.config, name="discriminator_head")
@@ -201,8 +212,9 @@ class ElectraForPreTraining(nn.Module):
 
 
 def train_flops(config: ModelConfig, batch_size: int, seq_len: int, predictions_per_seq: int):
-  """Pretraining: the discriminator and its per-token head at every position, the generator's
-  encoder at every position and its head + vocabulary projection at the masked ones.
+  """Pretraining: the discriminator and its per-token head at every position (none for a lone
+  generator), the generator's encoder at every position and its head + vocabulary projection
+  at the masked ones.
   Fine-tuning (no masked positions): the discriminator as any masked-LM encoder."""
   if not predictions_per_seq:
     return flops.masked_lm_train_flops(config, batch_size, seq_len, 0)
@@ -212,6 +224,8 @@ def train_flops(config: ModelConfig, batch_size: int, seq_len: int, predictions_
   discriminator = flops.encoder_flops(config, tokens, seq_len) + tokens * 2 * (
     config.hidden_size**2 + config.hidden_size
   )
+  if config.electra.lone_generator:  # `gen` is the model itself; there is no discriminator.
+    discriminator = 0
   generator = flops.encoder_flops(gen, tokens, seq_len) + batch_size * predictions_per_seq * 2 * (
     gen.hidden_size * embedding + embedding * config.vocab_size
   )

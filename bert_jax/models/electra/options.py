@@ -27,6 +27,12 @@ class ElectraOptions:
     0, help="Generator feed-forward width; 0 = from the fraction."
   )
   generator_num_layers: int = option(0, help="Generator depth; 0 = the discriminator's.")
+  lone_generator: bool = option(
+    False,
+    help="The model is a generator alone (Hugging Face's ElectraForMaskedLM, as the published "
+    "electra-*-generator checkpoints): the trunk is the generator at the model's own sizes and "
+    "pretraining trains its masked LM only (no discriminator, no replaced-token detection).",
+  )
   rtd_weight: float = option(
     50.0, help="Lambda of loss = MLM + lambda * replaced-token-detection loss (paper: 50)."
   )
@@ -53,13 +59,16 @@ def generator_config(config):
   Returns:
     The same config with the generator's layers, width, heads and FFN width, and the
     discriminator's embedding width (the embeddings are shared); its family is BERT's (a
-    plain encoder), so it is not itself checked as an ELECTRA pair.
+    plain encoder), so it is not itself checked as an ELECTRA pair. A ``lone_generator``
+    model is its own generator: its sizes are kept.
 
   Raises:
     UserInputError: the generator would be wider or deeper than the discriminator, or its
       width is not divisible by its head count.
   """
   options = config.electra
+  if options.lone_generator:
+    return dataclasses.replace(config, family=names.BERT, embedding_size=config.embedding_width)
   fraction = options.generator_fraction
   if not 0 < fraction <= 1:
     raise UserInputError(

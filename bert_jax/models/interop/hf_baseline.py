@@ -56,6 +56,37 @@ def distilbert_masked_lm(model_config: ModelConfig, optimizer, seed: int = 0):
   return _jitted_step(model.params, loss_fn, optimizer)
 
 
+def bert_or_albert_config(transformers, model_config: ModelConfig, albert: bool = False, **extra):
+  """Hugging Face's AlbertConfig (``albert``) or BertConfig of ``model_config``.
+
+  Args:
+    transformers: the imported ``transformers`` package.
+    model_config: the bert_jax model it describes.
+    albert: an ALBERT (factorised embeddings, shared layer groups).
+    **extra: more config keywords (e.g. ``attn_implementation``).
+  """
+  sizes = {"embedding_size": model_config.embedding_width} if albert else {}
+  groups = (
+    {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
+    if albert
+    else {}
+  )
+  return (transformers.AlbertConfig if albert else transformers.BertConfig)(
+    **sizes,
+    **groups,
+    **extra,
+    vocab_size=model_config.vocab_size,
+    hidden_size=model_config.hidden_size,
+    num_hidden_layers=model_config.num_layers,
+    num_attention_heads=model_config.num_heads,
+    intermediate_size=model_config.intermediate_size,
+    max_position_embeddings=model_config.max_position_embeddings,
+    hidden_dropout_prob=model_config.hidden_dropout_rate,
+    attention_probs_dropout_prob=model_config.attention_dropout_rate,
+    hidden_act=model_config.hidden_act,
+  )
+
+
 def bert_pretraining(model_config: ModelConfig, optimizer, seed: int = 0):
   """`distilbert_masked_lm` for FlaxBertForPreTraining (masked LM + NSP)."""
   return _pretraining(model_config, optimizer, seed, albert=False)
@@ -69,24 +100,7 @@ def albert_pretraining(model_config: ModelConfig, optimizer, seed: int = 0):
 def _pretraining(model_config: ModelConfig, optimizer, seed: int, albert: bool):
   import transformers  # pylint: disable=g-import-not-at-top
 
-  sizes = {"embedding_size": model_config.embedding_width} if albert else {}
-  hf_config = (transformers.AlbertConfig if albert else transformers.BertConfig)(
-    **sizes,
-    vocab_size=model_config.vocab_size,
-    hidden_size=model_config.hidden_size,
-    num_hidden_layers=model_config.num_layers,
-    num_attention_heads=model_config.num_heads,
-    intermediate_size=model_config.intermediate_size,
-    max_position_embeddings=model_config.max_position_embeddings,
-    hidden_dropout_prob=model_config.hidden_dropout_rate,
-    attention_probs_dropout_prob=model_config.attention_dropout_rate,
-    hidden_act=model_config.hidden_act,
-    **(
-      {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
-      if albert
-      else {}
-    ),
-  )
+  hf_config = bert_or_albert_config(transformers, model_config, albert=albert)
   model_class = (
     transformers.FlaxAlbertForPreTraining if albert else transformers.FlaxBertForPreTraining
   )

@@ -1,14 +1,15 @@
 """Hugging Face Transformer-XL (``TransfoXLModel`` / ``TransfoXLLMHeadModel``, model_type
 "transfo-xl") <-> bert_jax's transformer_xl family: the config keys and the weight table.
 
-Only the one-cluster case converts: ``cutoffs=[]`` and ``div_val=1`` (no adaptive input or
-softmax); an adaptive checkpoint is refused in one line. PyTorch Linear weights are [out, in],
-so every projection is transposed; ``qkv_net`` is bert_jax's fused [d_model, 3 * heads,
-head_dim] kernel. transformers keeps tied tensors under several names: the LM table
-``crit.out_layers.0.weight`` is the word table, and without ``untie_r`` every layer's
-``r_w_bias`` / ``r_r_bias`` is the trunk's. Imports check that the copies agree; exports write
-them all (and the sinusoid buffer ``pos_emb.inv_freq``), so transformers loads with no key
-missing.
+Adaptive input and softmax convert too (``cutoffs``, ``div_val``, ``tie_projs`` become
+``model.adaptive``; the layout of ``transfo-xl-wt103``). PyTorch Linear weights are [out, in],
+so every input projection is transposed (the softmax's ``out_projs`` are stored [d_model,
+d_emb_i], as bert_jax's kernels); ``qkv_net`` is bert_jax's fused [d_model, 3 * heads,
+head_dim] kernel. transformers keeps tied tensors under several names: the softmax tables
+``crit.out_layers.i.weight`` are the word tables, the ``crit.out_projs.i`` that ``tie_projs``
+ties are input projections, and without ``untie_r`` every layer's ``r_w_bias`` / ``r_r_bias``
+is the trunk's. Imports check that the copies agree; exports write them all (and the sinusoid
+buffer ``pos_emb.inv_freq``), so transformers loads with no key missing.
 """
 
 import dataclasses
@@ -25,12 +26,11 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.transformer_xl import adaptive_config, adaptive_softmax
 from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
 
 MODEL_TYPE = "transfo-xl"
 _PREFIX = "transformer."
-_WORD_TABLE = "transformer.word_emb.emb_layers.0.weight"
-_TIED_TABLE = "crit.out_layers.0.weight"
 _INV_FREQ = "transformer.pos_emb.inv_freq"
 # (bert_jax model key, TransfoXLConfig key, required).
 _TABLE = ConfigTable(
@@ -56,8 +56,6 @@ _TABLE = ConfigTable(
 # Settings of TransfoXLConfig whose other values compute something bert_jax does not, with
 # the fix each refusal names.
 _FIXED = {
-  "cutoffs": ([], "an adaptive softmax / input (cutoffs non-empty)"),
-  "div_val": (1, "adaptive embedding widths (div_val != 1)"),
   "attn_type": (0, "absolute or learnable positions (attn_type != 0)"),
   "sample_softmax": (-1, "a sampled softmax (sample_softmax > 0)"),
   "tie_word_embeddings": (True, "an LM table untied from the word table"),
@@ -106,37 +104,92 @@ def model_config(values, source: str) -> ModelConfig:
     )
   if fields.get("embedding_size") == fields["hidden_size"]:
     fields["embedding_size"] = 0
-  fields.update(family=names.TRANSFORMER_XL, attention_kind="dense", causal=True)
-  return model_config_from_dict(fields)
+  cutoffs = list(values.get("cutoffs") or [])
+  # transformers reads one tie_projs entry per cluster (its config may list more).
+  tie_projs = list(values.get("tie_projs") or [])[: len(cutoffs) + 1]
+  fields.update(
+    family=names.TRANSFORMER_XL,
+    attention_kind="dense",
+    causal=True,
+    adaptive={"cutoffs": cutoffs, "div_val": values.get("div_val", 1), "tie_projs": tie_projs},
+  )
+  try:
+    return model_config_from_dict(fields)
+  except UserInputError as error:
+    raise UserInputError(f"{source}: {error}") from None
 
 
 def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face ``config.json`` object (``transformers.TransfoXLConfig`` keys)."""
   values = _TABLE.write(config)
   values.update({key: supported for key, (supported, _) in _FIXED.items()})
+  options = config.adaptive
+  clusters = len(options.cutoffs) + 1
   values.update(
     d_embed=config.embedding_width,
     d_head=config.head_dim,
-    adaptive=False,
-    tie_projs=[False],
+    cutoffs=list(options.cutoffs),
+    div_val=options.div_val,
+    adaptive=bool(options.cutoffs),
+    tie_projs=[adaptive_config.tied_projection(config, i) for i in range(clusters)],
     architectures=[architecture],
     model_type=MODEL_TYPE,
   )
   return values
 
 
+def _projected(config: ModelConfig) -> bool:
+  """Whether the word tables have input projections (transformers' ``emb_projs``)."""
+  return config.adaptive.div_val > 1 or config.embedding_width != config.hidden_size
+
+
+def _input_tables(config: ModelConfig) -> int:
+  """How many word tables (``emb_layers``) there are: one, or one per cluster (div_val > 1)."""
+  return len(config.adaptive.cutoffs) + 1 if config.adaptive.div_val > 1 else 1
+
+
+def _softmax_rows(config: ModelConfig):
+  """The LM head's rows: biases, cluster scores and the untied projections (``crit.``)."""
+  clusters = len(config.adaptive.cutoffs) + 1
+  single = config.adaptive.div_val == 1
+  table = [
+    Row(f"output_bias{adaptive_softmax.suffix(i)}", f"crit.out_layers.{i}.bias", "mlm_head")
+    for i in range(1 if single else clusters)
+  ]
+  if clusters > 1:
+    table += [Row(name, f"crit.{name}", "mlm_head") for name in ("cluster_weight", "cluster_bias")]
+  if _projected(config):
+    own = (i for i in range(clusters) if not adaptive_config.tied_projection(config, i))
+    table += [
+      Row(
+        f"output_projection{adaptive_softmax.suffix(i)}/kernel", f"crit.out_projs.{i}", "mlm_head"
+      )
+      for i in own
+    ]
+  return table
+
+
 def rows(config: ModelConfig):
   """The `Row` table of a Transformer-XL of ``config`` (``TransfoXLLMHeadModel`` names)."""
-  table = [Row("bert/word_embedding/embedding", _WORD_TABLE, weight_table.REQUIRED_GROUP)]
-  if config.embedding_width != config.hidden_size:
+  table = []
+  for i in range(_input_tables(config)):
+    s = adaptive_softmax.suffix(i)
     table.append(
       Row(
-        "bert/embedding_projection/kernel",
-        f"{_PREFIX}word_emb.emb_projs.0",
+        f"bert/word_embedding{s}/embedding",
+        f"{_PREFIX}word_emb.emb_layers.{i}.weight",
         weight_table.REQUIRED_GROUP,
-        transpose=True,
       )
     )
+    if _projected(config):
+      table.append(
+        Row(
+          f"bert/embedding_projection{s}/kernel",
+          f"{_PREFIX}word_emb.emb_projs.{i}",
+          weight_table.REQUIRED_GROUP,
+          transpose=True,
+        )
+      )
   if not config.untie_r:
     table += [Row(f"bert/{b}", f"{_PREFIX}{b}", weight_table.REQUIRED_GROUP) for b in _BIASES]
   for i in range(config.num_layers):
@@ -150,15 +203,21 @@ def rows(config: ModelConfig):
         Row(f"{ours}rel_attn/{b}", f"{theirs}dec_attn.{b}", weight_table.REQUIRED_GROUP)
         for b in _BIASES
       ]
-  table.append(Row("output_bias", "crit.out_layers.0.bias", "mlm_head"))
-  if config.embedding_width != config.hidden_size:
-    table.append(Row("output_projection/kernel", "crit.out_projs.0", "mlm_head"))
-  return table
+  return table + _softmax_rows(config)
 
 
 def _tied_copies(config: ModelConfig) -> dict:
-  """{copy name: original name} of the tensors transformers stores twice."""
-  copies = {_TIED_TABLE: _WORD_TABLE}
+  """{copy name: original name} of the tensors transformers stores twice (the ``crit.`` ones
+  only in a ``TransfoXLLMHeadModel``)."""
+  copies = {
+    f"crit.out_layers.{i}.weight": f"{_PREFIX}word_emb.emb_layers.{i}.weight"
+    for i in range(_input_tables(config))
+  }
+  if _projected(config):
+    for i in range(len(config.adaptive.cutoffs) + 1):
+      if adaptive_config.tied_projection(config, i):
+        source = i if config.adaptive.div_val > 1 else 0
+        copies[f"crit.out_projs.{i}"] = f"{_PREFIX}word_emb.emb_projs.{source}"
   if not config.untie_r:
     copies.update(
       {
@@ -214,7 +273,7 @@ def hf_from_params(params, config: ModelConfig):
   """Hugging Face names -> numpy arrays, tied copies and the sinusoid buffer included."""
   state = weight_table.export_params(rows(config), params)
   for copy, original in _tied_copies(config).items():
-    if original in state and (copy != _TIED_TABLE or "output_bias" in params):
+    if original in state and (not copy.startswith("crit.") or "output_bias" in params):
       state[copy] = state[original]
   width = config.hidden_size
   state[_INV_FREQ] = 1 / (10000 ** (np.arange(0.0, width, 2.0, dtype=np.float32) / width))

@@ -1,6 +1,6 @@
 """Transformer-XL (Dai et al. 2019): a causal LM with segment-level memory, as
-``transformers.TransfoXLModel`` / ``TransfoXLLMHeadModel`` compute it with one embedding
-cluster (no adaptive input or softmax: ``cutoffs=[]``, ``div_val=1``).
+``transformers.TransfoXLModel`` / ``TransfoXLLMHeadModel`` compute it, with one softmax or with
+adaptive input and softmax (``model.adaptive``: `adaptive_config.py`, `adaptive_softmax.py`).
 
 `TransformerXLEncoder` is the family's trunk (`families.py`); `TransformerXLEncoder.streams`
 takes and returns per-layer memory exactly as `xlnet.XLNetEncoder.streams` does (the memory of
@@ -9,6 +9,11 @@ layer i is layer i's input over earlier segments, reset at document boundaries b
 the pretraining model: the LM projection is the word table again (transformers ties
 ``crit.out_layers.0.weight`` to it) with its own bias, behind an untied ``output_projection``
 when the table is narrower than the model (``embedding_size`` = transformers' ``d_embed``).
+With ``model.adaptive.cutoffs`` the LM returns the adaptive softmax's log-probabilities (as
+transformers' ``prediction_scores``); with ``div_val`` > 1 cluster i has its own tables
+``word_embedding_i`` / ``embedding_projection_i`` / ``output_bias_i`` (cluster 0 keeps the
+one-softmax names), and each cluster's softmax projection is ``output_projection[_i]`` unless
+``tie_projs`` reuses the input one.
 
 Differences from transformers, all outside what a trained model computes: ``memory=None`` means
 no memory (transformers attends to ``mem_len`` zero vectors in the first segment; pass zeros
@@ -24,6 +29,7 @@ from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 from bert_jax.models.recurrence import attention_masks, last_token_index
+from bert_jax.models.transformer_xl import adaptive_config, adaptive_softmax
 from bert_jax.models.transformer_xl.layers import TransformerXLLayer
 
 
@@ -56,21 +62,33 @@ class TransformerXLEncoder(nn.Module):
 
   def setup(self):
     config = self.config
-    self.word_embedding = nn.Embed(
-      config.vocab_size,
-      config.embedding_width,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
-    )
-    if config.embedding_width != config.hidden_size:
-      self.embedding_projection = nn.Dense(
-        config.hidden_size,
-        use_bias=False,
-        dtype=jnp.dtype(config.dtype),
-        param_dtype=jnp.float32,
-        kernel_init=layers.normal_init(config, (None, names.EMBED)),
+    # One table (and projection, when narrower than the model) unless div_val > 1 gives each
+    # adaptive cluster its own; cluster i > 0's are named with the suffix _i.
+    for i, (start, end, width) in enumerate(self._tables()):
+      suffix = adaptive_softmax.suffix(i)
+      setattr(
+        self,
+        f"word_embedding{suffix}",
+        nn.Embed(
+          end - start,
+          width,
+          dtype=jnp.dtype(config.dtype),
+          param_dtype=jnp.float32,
+          embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
+        ),
       )
+      if self._projected():
+        setattr(
+          self,
+          f"embedding_projection{suffix}",
+          nn.Dense(
+            config.hidden_size,
+            use_bias=False,
+            dtype=jnp.dtype(config.dtype),
+            param_dtype=jnp.float32,
+            kernel_init=layers.normal_init(config, (None, names.EMBED)),
+          ),
+        )
     if not config.untie_r:
       bias = lambda name: self.param(
         name,
@@ -85,12 +103,49 @@ class TransformerXLEncoder(nn.Module):
     ]
     self.dropout = Dropout(config.hidden_dropout_rate)
 
+  def _tables(self):
+    """(first id, end id, width) of each word table: one, or one per cluster (div_val > 1)."""
+    config = self.config
+    if config.adaptive.div_val == 1:
+      return [(0, config.vocab_size, config.embedding_width)]
+    return adaptive_config.clusters(config)
+
+  def _projected(self) -> bool:
+    config = self.config
+    return config.adaptive.div_val > 1 or config.embedding_width != config.hidden_size
+
   def embed(self, input_ids_BL):
-    """Word vectors [B, L, D]: table lookup, projection to the model width, x sqrt(D)."""
-    x_BLD = self.word_embedding(input_ids_BL)
-    if self.config.embedding_width != self.config.hidden_size:
-      x_BLD = self.embedding_projection(x_BLD)
+    """Word vectors [B, L, D]: table lookup, projection to the model width, x sqrt(D); with
+    per-cluster tables each id is looked up in its cluster's."""
+    x_BLD = 0
+    for i, (start, end, _) in enumerate(self._tables()):
+      suffix = adaptive_softmax.suffix(i)
+      inside_BL = (input_ids_BL >= start) & (input_ids_BL < end)
+      e_BLE = getattr(self, f"word_embedding{suffix}")(
+        jnp.where(inside_BL, input_ids_BL - start, 0)
+      )
+      if self._projected():
+        e_BLE = getattr(self, f"embedding_projection{suffix}")(e_BLE)
+      x_BLD = x_BLD + (
+        e_BLE if end - start == self.config.vocab_size else e_BLE * inside_BL[..., None]
+      )
     return x_BLD * jnp.sqrt(jnp.float32(self.config.hidden_size)).astype(x_BLD.dtype)
+
+  def output_tables(self):
+    """Per adaptive cluster: (word table [ids, E_i] float32, its input projection kernel
+    [E_i, D] or None); the softmax reuses them (tied, as in transformers)."""
+    result = []
+    single = self.config.adaptive.div_val == 1
+    for i, (start, end, _) in enumerate(adaptive_config.clusters(self.config)):
+      suffix = adaptive_softmax.suffix(0 if single else i)
+      table = getattr(self, f"word_embedding{suffix}").embedding
+      kernel = (
+        nn.unbox(getattr(self, f"embedding_projection{suffix}").variables["params"]["kernel"])
+        if self._projected()
+        else None
+      )
+      result.append((table[start:end] if single else table, kernel))
+    return result
 
   def streams(
     self, input_ids_BL, token_type_ids_BL, input_mask_BL, memory=None, memory_ids_BN=None
@@ -156,7 +211,8 @@ class TransformerXLLMHeadModel(nn.Module):
   def __call__(
     self, input_ids_BL, token_type_ids_BL, input_mask_BL, memory=None, memory_ids_BN=None
   ):
-    """Returns float32 ``logits`` [B, L, V] (token l's prediction of token l + 1), the
+    """Returns float32 ``logits`` [B, L, V] (token l's prediction of token l + 1; with an
+    adaptive softmax they are its ``log_probs``, also returned under that key), the
     ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
     everything when it is 0) and ``memory_ids``: its document ids (``input_mask_BL``'s values).
     """
@@ -164,25 +220,22 @@ class TransformerXLLMHeadModel(nn.Module):
     encoder = TransformerXLEncoder(config, self.deterministic, name="bert")
     out = encoder.streams(input_ids_BL, token_type_ids_BL, input_mask_BL, memory, memory_ids_BN)
     x_BLE = out["content"]
-    if config.embedding_width != config.hidden_size:
-      # transformers never ties this projection to the input one (tie_projs[0] is False).
-      x_BLE = nn.Dense(
-        config.embedding_width,
-        use_bias=False,
-        dtype=jnp.dtype(config.dtype),
-        param_dtype=jnp.float32,
-        kernel_init=layers.normal_init(config, (names.EMBED, None)),
-        name="output_projection",
-      )(x_BLE)
-    bias_V = self.param(
-      "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
-    )
     memories, memory_ids = recurrence.memory_outputs(
       memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, config.mem_len
     )
-    return {
-      "logits": encoder.attend(x_BLE) + bias_V[None, None, :],
+    outputs = {
       "content": out["content"],
       "memory": memories,
       "memory_ids": memory_ids,
     }
+    if config.adaptive.cutoffs:
+      log_probs_BLV = adaptive_softmax.log_probs(self, config, x_BLE, encoder.output_tables())
+      # The log-probabilities are also valid logits (for argmax and softmax-based readers).
+      return {**outputs, "log_probs": log_probs_BLV, "logits": log_probs_BLV}
+    # The softmax projection: the model's own, or the input one when tie_projs[0] says so.
+    _, input_kernel_ED = encoder.output_tables()[0]
+    x_BLE = adaptive_softmax.project(config, 0, x_BLE, input_kernel_ED, config.embedding_width)
+    bias_V = self.param(
+      "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
+    )
+    return {**outputs, "logits": encoder.attend(x_BLE) + bias_V[None, None, :]}

@@ -1,10 +1,10 @@
 """Sentence (pair) classification and regression features: examples -> model inputs and labels.
 
 Features are ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` token ids through the data
-system's tokenizer (WordPiece or SentencePiece), segment ids 0 on A and 1 on B. A pair longer
-than ``max_seq_length - 3`` tokens loses tokens from the end of its longer sentence, one at a
-time (B on ties), as BERT's ``run_classifier`` does; a single sentence is cut to
-``max_seq_length - 2``.
+system's tokenizer (WordPiece or SentencePiece; RoBERTa's vocabs: ``<s> A </s></s> B </s>``),
+segment ids 0 on A and 1 on B. A pair longer than ``max_seq_length`` less its special tokens
+loses tokens from the end of its longer sentence, one at a time (B on ties), as BERT's
+``run_classifier`` does; a single sentence is cut to ``max_seq_length - 2``.
 """
 
 import numpy as np
@@ -36,13 +36,14 @@ def sentence_features(examples, tokenizer, max_seq_length):
   ids_b = tokenizer.encode_batch([e.text_b for e in examples]) if pairs else None
   input_ids = np.full((len(examples), max_seq_length), special.pad, np.int32)
   token_type_ids = np.zeros((len(examples), max_seq_length), np.int32)
+  budget = max_seq_length - tokenizer.num_special_tokens(pairs)
   for row in range(len(examples)):
     if pairs:
-      a, b = _truncate_pair(ids_a[row], ids_b[row], max_seq_length - 3)
-      tokens = [special.cls, *a, special.sep, *b, special.sep]
-      token_type_ids[row, len(a) + 2 : len(tokens)] = 1
+      a, b = _truncate_pair(ids_a[row], ids_b[row], budget)
+      tokens, len_a = tokenizer.with_special_tokens(a, b)
+      token_type_ids[row, len_a : len(tokens)] = 1
     else:
-      tokens = [special.cls, *ids_a[row][: max_seq_length - 2], special.sep]
+      tokens, _ = tokenizer.with_special_tokens(ids_a[row][:budget])
     input_ids[row, : len(tokens)] = tokens
   labels = np.array([e.label for e in examples])
   return {

@@ -71,10 +71,11 @@ def choice_features(examples, tokenizer, max_seq_length):
     for c in range(num_choices):
       tokens_a = list(contexts[n])
       tokens_b = list(continuations[n * num_choices + c])
-      _truncate_pair(tokens_a, tokens_b, max_seq_length - 3)
-      row = [special.cls, *tokens_a, special.sep, *tokens_b, special.sep]
+      _truncate_pair(tokens_a, tokens_b, max_seq_length - tokenizer.num_special_tokens(True))
+      # [CLS] A [SEP] B [SEP]; RoBERTa / XLM-R vocabs: <s> A </s></s> B </s>.
+      row, len_a = tokenizer.with_special_tokens(tokens_a, tokens_b)
       input_ids[n, c, : len(row)] = row
-      token_type_ids[n, c, len(tokens_a) + 2 : len(row)] = 1
+      token_type_ids[n, c, len_a : len(row)] = 1
       input_mask[n, c, : len(row)] = 1
   labels = np.asarray([e.label for e in examples], np.int32)
   return ChoiceFeatures(

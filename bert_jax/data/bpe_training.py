@@ -1,0 +1,64 @@
+"""Training RoBERTa's byte-level BPE and XLM-R's SentencePiece BPE on a text file."""
+
+import json
+import posixpath
+
+import tokenizers
+from tokenizers import models, pre_tokenizers, trainers
+
+from bert_jax.data import bpe_tokenization, files
+
+
+def train_byte_level_bpe(text_path: str, vocab_path: str, vocab_size: int) -> int:
+  """Trains a byte-level BPE and writes ``vocab_path`` (vocab.json) and merges.txt beside it.
+
+  The vocab is laid out as RoBERTa's: ``<s> <pad> </s> <unk>`` first, the 256 byte symbols,
+  the merges, and ``<mask>`` last; ``vocab_size`` counts all of them.
+
+  Returns:
+    The number of entries written (smaller than asked when the text has too few merges).
+  """
+  tokenizer = tokenizers.Tokenizer(models.BPE())
+  tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  trainer = trainers.BpeTrainer(
+    vocab_size=vocab_size - 1,  # <mask> is appended after training, as fairseq's dictionary.
+    min_frequency=2,
+    special_tokens=list(bpe_tokenization.LEADING_SPECIALS),
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    show_progress=False,
+  )
+  lines = files.read_text(text_path).splitlines()
+  tokenizer.train_from_iterator(lines, trainer)
+  model = json.loads(tokenizer.to_str())["model"]
+  vocab = dict(model["vocab"])
+  vocab[bpe_tokenization.MASK] = len(vocab)
+  merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+  files.write_text(vocab_path, json.dumps(vocab, ensure_ascii=False))
+  files.write_text(
+    bpe_tokenization.merges_path(vocab_path), "#version: 0.2\n" + "".join(m + "\n" for m in merges)
+  )
+  return len(vocab)
+
+
+def train_fairseq_sentencepiece(text_path: str, model_path: str, vocab_size: int):
+  """Trains XLM-R's kind of SentencePiece model (BPE; ``<unk> <s> </s>`` first, no pad piece).
+
+  Read through `bpe_tokenization.FairseqSentencePieceTokenizer` it has ``vocab_size`` entries:
+  fairseq's four specials, the model's pieces after its first three, and ``<mask>``.
+  """
+  import sentencepiece  # pylint: disable=g-import-not-at-top
+
+  prefix = posixpath.splitext(model_path)[0]
+  sentencepiece.SentencePieceTrainer.train(
+    input=text_path,
+    model_prefix=prefix,
+    vocab_size=vocab_size - 2,  # + <pad> and <mask> in fairseq's dictionary.
+    model_type="bpe",
+    unk_id=0,
+    bos_id=1,
+    eos_id=2,
+    pad_id=-1,
+    num_threads=1,
+    shuffle_input_sentence=False,
+    minloglevel=2,
+  )

@@ -1,0 +1,133 @@
+"""Hugging Face RoBERTa / XLM-R (``config.json`` and weights) <-> the ``roberta`` families.
+
+The tensors are BERT's (`interop/hf_weights`) under other names: the trunk under ``roberta.``
+instead of ``bert.`` (``RobertaModel`` / ``XLMRobertaModel`` checkpoints have no prefix and a
+pooler), the LM head ``lm_head.{dense,layer_norm,bias}`` instead of ``cls.predictions.*``, and
+no NSP head. The config keys are BERT's (`interop/hf_config`); RoBERTa adds the special ids,
+of which the position scheme needs ``pad_token_id`` = `model.PADDING_IDX`.
+"""
+
+import dataclasses
+import functools
+
+from bert_jax.errors import UserInputError
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.family_spec import HfInterop, table_interop
+from bert_jax.models.interop import hf_config, hf_weights, weight_table
+from bert_jax.models.roberta.model import PADDING_IDX
+
+_PREFIX = "roberta."
+_TRUNK_PARTS = ("embeddings.", "encoder.", "pooler.")  # RobertaModel names lack the prefix.
+_WORD_TABLE = "roberta.embeddings.word_embeddings.weight"
+# BERT's head names -> RoBERTa's (the NSP rows are dropped).
+_HEAD_NAMES = {
+  "cls.predictions.transform.dense.weight": "lm_head.dense.weight",
+  "cls.predictions.transform.dense.bias": "lm_head.dense.bias",
+  "cls.predictions.transform.LayerNorm.weight": "lm_head.layer_norm.weight",
+  "cls.predictions.transform.LayerNorm.bias": "lm_head.layer_norm.bias",
+  "cls.predictions.bias": "lm_head.bias",
+}
+# The decoder is tied to the word table and its bias to lm_head.bias; .bin files repeat both.
+_TIED = {"lm_head.decoder.weight": _WORD_TABLE, "lm_head.decoder.bias": "lm_head.bias"}
+# Buffers (0..max_positions-1 and zeros) that some versions of transformers saved.
+_IGNORED = ("roberta.embeddings.position_ids", "roberta.embeddings.token_type_ids")
+_SPECIAL_IDS = {"bos_token_id": 0, "pad_token_id": PADDING_IDX, "eos_token_id": 2}
+
+
+def interop(family: str, model_type: str, label: str, stem: str) -> HfInterop:
+  """The `HfInterop` of one of the two families of this architecture.
+
+  Args:
+    family: its ``model.family``.
+    model_type: its ``config.json`` ``model_type`` ("roberta", "xlm-roberta").
+    label: its name in messages ("RoBERTa", "XLM-R").
+    stem: its ``transformers`` class-name stem ("Roberta", "XLMRoberta").
+  """
+  return table_interop(
+    model_type,
+    "RoBERTa",  # XLM-R too: one architecture, one entry in convert's list of formats.
+    model_config=functools.partial(model_config, family=family),
+    config_json=functools.partial(config_json, model_type=model_type),
+    rows=rows,
+    params_from_hf=functools.partial(params_from_hf, label=label),
+    hf_from_params=hf_from_params,
+    architecture=architecture_of(stem),
+  )
+
+
+def model_config(values, source: str, family: str) -> ModelConfig:
+  """The bert_jax model of a ``RobertaConfig`` / ``XLMRobertaConfig`` ``config.json``.
+
+  Raises:
+    UserInputError: another pad id (positions count from it), or whatever BERT's config
+      reader refuses (activation, position scheme, decoder, sizes).
+  """
+  pad = values.get("pad_token_id", PADDING_IDX)
+  if pad != PADDING_IDX:
+    raise UserInputError(
+      f"{source} has pad_token_id={pad!r}; bert_jax's RoBERTa counts positions past padding "
+      f"index {PADDING_IDX} (fairseq's), so this model's positions would shift"
+    )
+  config = hf_config.model_config_from_bert_config(dict(values, model_type="bert"), source)
+  return dataclasses.replace(config, family=family)
+
+
+def config_json(config: ModelConfig, architecture: str, model_type: str) -> dict:
+  """A Hugging Face ``config.json`` object (``RobertaConfig`` / ``XLMRobertaConfig`` keys)."""
+  values = hf_config.bert_config_from_model_config(config, architecture)
+  return dict(values, model_type=model_type, **_SPECIAL_IDS)
+
+
+def architecture_of(stem: str):
+  """params -> the ``transformers`` class (``<stem>ForMaskedLM`` / ``<stem>Model``) that loads
+  them with nothing missing."""
+  return lambda params: f"{stem}ForMaskedLM" if "mlm_head" in params else f"{stem}Model"
+
+
+def rows(config: ModelConfig):
+  """The `Row` table of a RoBERTa of ``config``'s depth (``RobertaForMaskedLM`` names)."""
+  table = []
+  for row in hf_weights.rows(config):
+    if row.group == "nsp_head":
+      continue
+    theirs = _HEAD_NAMES.get(row.theirs) or row.theirs.replace("bert.", _PREFIX, 1)
+    table.append(dataclasses.replace(row, theirs=theirs))
+  return table
+
+
+def _our_shapes(config: ModelConfig) -> dict:
+  # The pretraining model (RobertaForMaskedLM) has no pooler; RobertaModel checkpoints do.
+  hidden = config.hidden_size
+  shapes = dict(weight_table.param_shapes(config))
+  shapes.update({"bert/pooler/kernel": (hidden, hidden), "bert/pooler/bias": (hidden,)})
+  return shapes
+
+
+def params_from_hf(
+  state, config: ModelConfig, source: str = "the state dict", label: str = "RoBERTa"
+):
+  """bert_jax params (unscanned) of a ``(XLM)RobertaModel`` / ``...ForMaskedLM`` state dict.
+
+  Returns:
+    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has one),
+    plus ``mlm_head`` when it has the LM head.
+
+  Raises:
+    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
+      tied copy differs from its original.
+  """
+  tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
+  weight_table.fold_tied_copies(tensors, _TIED, source, label)
+  return weight_table.import_state(
+    rows(config),
+    tensors,
+    config,
+    source=source,
+    ignored=frozenset(_TIED) | frozenset(_IGNORED),
+    our_shapes=_our_shapes(config),
+  )
+
+
+def hf_from_params(params, config: ModelConfig):
+  """Hugging Face names -> numpy arrays for the parts ``params`` holds (tied copies left out)."""
+  return weight_table.export_params(rows(config), params)

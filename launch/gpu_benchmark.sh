@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Times bert_jax's pretraining step against Hugging Face's PyTorch BertForPreTraining on this
+# machine's GPU, in one go: BERT-base (batch 256 x 128) eager and with torch.compile, then
+# BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (issue 20's table).
+# Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
+# cut short keeps the lines before it) and writes its stderr to OUT_DIR/<run>.log. The checkout
+# is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
+#
+#   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
+#                           [--runs=base,base_compile,large] [--wheels=DIR]
+#                           [--config.KEY=VALUE ...] [--dry-run]
+#
+#   --out      where the lines and logs go (default: $OUT if set, else .)
+#   --python   the interpreter with jax (CUDA), flax, optax, orbax, torch, transformers
+#   --steps    timed steps of each implementation (after two warm-up steps)
+#   --rounds   alternating rounds the steps are split into
+#   --runs     which of base, base_compile, large to run, in this order
+#   --wheels   a folder of wheels to install first into a temporary folder (--no-index), for
+#              packages the host lacks; ml_collections is the one bert_jax needs that GPU
+#              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
+#   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
+#              model to try the script on a CPU)
+#   --dry-run  print the commands, run nothing
+
+set -euo pipefail
+# shellcheck source=launch/common.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-.}"
+python=python3
+steps=20
+rounds=4
+runs=base,base_compile,large
+wheels=""
+overrides=()
+for arg in "$@"; do
+  case "$arg" in
+    --out=*) out="${arg#*=}" ;;
+    --python=*) python="${arg#*=}" ;;
+    --steps=*) steps="${arg#*=}" ;;
+    --rounds=*) rounds="${arg#*=}" ;;
+    --runs=*) runs="${arg#*=}" ;;
+    --wheels=*) wheels="${arg#*=}" ;;
+    --config.*=*) overrides+=("$arg") ;;
+    *) parse_shared_flag "$arg" || unknown_flag "$arg" ;;
+  esac
+done
+[[ $steps =~ ^[1-9][0-9]*$ ]] || die "bad --steps='$steps': a number >= 1"
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds='$rounds': a number >= 1"
+IFS=, read -r -a selected <<< "$runs"
+for run_name in "${selected[@]}"; do
+  [[ " base base_compile large " == *" $run_name "* ]] ||
+    die "bad --runs='$runs': a comma-separated list of base, base_compile, large"
+done
+[[ -z $wheels || -d $wheels ]] || die "bad --wheels='$wheels': not a folder"
+
+# run_args NAME: sets ARGS to the benchmark flags of that run.
+run_args() {
+  local base=(--config.model.dtype=bfloat16 "--steps=$steps" "--rounds=$rounds"
+    --baseline=hf_torch)
+  case "$1" in
+    base) ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${base[@]}") ;;
+    base_compile)
+      ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${base[@]}"
+        --torch_compile)
+      ;;
+    large) ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${base[@]}") ;;
+  esac
+}
+
+site=""
+if [[ -n $wheels ]]; then
+  site="$(mktemp -d)"
+  run "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+    "$wheels"/*.whl
+fi
+export PYTHONPATH="${site:+$site:}$repo${PYTHONPATH:+:$PYTHONPATH}"
+# One persistent compilation cache: base_compile reuses base's compiled bert_jax step.
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$(mktemp -d)}"
+export PYTHONUNBUFFERED=1
+if ((!DRY_RUN)); then
+  "$python" -c "import ml_collections" 2> /dev/null ||
+    die "ml_collections is missing for $python; pass --wheels=DIR holding its wheel (see --help)"
+  mkdir -p "$out"
+  out="$(cd "$out" && pwd)" # The runs start in the checkout.
+fi
+cd "$repo"
+failed=0
+for run_name in "${selected[@]}"; do
+  run_args "$run_name"
+  command=("$python" -m bert_jax.tools.benchmark "${ARGS[@]}" ${overrides[@]+"${overrides[@]}"})
+  if ((DRY_RUN)); then
+    echo "$(command_line "${command[@]}") >> $(quote_word "$out/gpu_benchmark.jsonl")"
+    continue
+  fi
+  echo "+ $(command_line "${command[@]}")" >&2
+  status=0
+  "${command[@]}" 2> "$out/$run_name.log" | tee -a "$out/gpu_benchmark.jsonl" || status=$?
+  if ((status)); then # The other runs still go ahead.
+    tail -n 5 "$out/$run_name.log" >&2
+    echo "error: the $run_name run exited with status $status (log: $out/$run_name.log)" >&2
+    failed=1
+  fi
+done
+exit "$failed"

@@ -1,0 +1,162 @@
+"""tools/benchmark: the PyTorch baseline (`--baseline=hf_torch`) end to end on CPU, its model and
+first steps, and both step tools (benchmark, aot_compile) on a host without TensorFlow."""
+
+import dataclasses
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_jax import names
+from bert_jax.data import mask_positions
+from bert_jax.models.config import ModelConfig
+from bert_jax.tasks import pretraining
+from bert_jax.tools import benchmark, cli
+from bert_jax.train.optimizer import OptimizerConfig
+from tests import run_helpers
+
+TINY = f"--config={run_helpers.REPO}/configs/bert_tiny.py"
+# An H=64 BERT with 512 words on 8 x 32 tokens: a fraction of a second a step on CPU.
+SMALL = {
+  "model.hidden_size": 64,
+  "model.num_heads": 2,
+  "model.intermediate_size": 128,
+  "model.vocab_size": 512,
+}
+# One layer (the jax step's compile is most of the test's time) and a given peak (no seconds of
+# matmul timing for the MFU's denominator).
+BENCHMARK = [
+  TINY,
+  *run_helpers.small_flags(**SMALL, **{"model.num_layers": 1, "peak_flops_per_device": 1e12}),
+  "--steps=2",
+  "--rounds=1",
+]
+SMALL_MODEL = ModelConfig(
+  vocab_size=512,
+  hidden_size=64,
+  num_layers=2,
+  num_heads=2,
+  intermediate_size=128,
+  max_position_embeddings=64,
+)
+
+
+def test_benchmark_times_hf_torch_with_bert_jax_on_a_host_without_tensorflow():
+  pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  line = _run_without_tensorflow("bert_jax.tools.benchmark", *BENCHMARK, "--baseline=hf_torch")
+  assert (line["batch"], line["seq_len"], line["steps_timed"]) == (8, 32, 2)
+  assert line["peak_flops"] == 1e12
+  assert line["hf_torch_median_step_s"] > 0 and line["median_step_s"] > 0
+  assert line["speedup_vs_hf_torch"] == pytest.approx(
+    line["hf_torch_median_step_s"] / line["median_step_s"], rel=0.02
+  )
+  assert line["hf_torch_tokens_per_s"] == pytest.approx(
+    8 * 32 / line["hf_torch_median_step_s"], rel=0.02
+  )
+  # On CPU: float32 (bf16 autocast is for CUDA) and a CPU-time ratio, both said in the line.
+  assert (line["hf_torch_device"], line["hf_torch_compute_dtype"]) == ("cpu", "float32")
+  assert line["speedup_vs_hf_torch_cpu"] > 0 and line["hf_torch_compile"] is False
+  assert line["hf_torch_versions"].startswith("torch ")
+  # Same architecture: BERT's parameters, the tied decoder counted once on both sides.
+  assert line["hf_torch_params"] == line["params"]
+
+
+@pytest.fixture(name="one_torch_thread")
+def _one_torch_thread():
+  """torch on one thread: its thread pool spins for seconds a step on a busy shared CPU."""
+  torch = pytest.importorskip("torch")
+  threads = torch.get_num_threads()
+  torch.set_num_threads(1)
+  yield
+  torch.set_num_threads(threads)
+
+
+def test_hf_torch_model_is_bert_for_pretraining_and_its_first_steps_learn(one_torch_thread):
+  del one_torch_thread
+  transformers = pytest.importorskip("transformers")
+  from bert_jax.tools import hf_torch_baseline  # pylint: disable=g-import-not-at-top
+
+  config = dataclasses.replace(SMALL_MODEL, hidden_dropout_rate=0.0, attention_dropout_rate=0.0)
+  batch = pretraining.PretrainingTask(config, 32, 5).random_batch(8)
+  baseline = hf_torch_baseline.train_step(config, OptimizerConfig(learning_rate=1e-3), batch)
+  reference = transformers.BertForPreTraining(
+    transformers.BertConfig(
+      vocab_size=512,
+      hidden_size=64,
+      num_hidden_layers=2,
+      num_attention_heads=2,
+      intermediate_size=128,
+      max_position_embeddings=64,
+    )
+  )
+  assert baseline.params == reference.num_parameters()
+  losses = [float(baseline.step()) for _ in range(4)]
+  # Near-uniform predictions at init: MLM ~ ln(vocab), NSP ~ ln(2).
+  assert math.isfinite(losses[0])
+  assert losses[0] == pytest.approx(math.log(512) + math.log(2), abs=0.3)
+  assert losses[-1] < losses[0] - 0.05, losses  # The same batch four times: it is learnt.
+
+
+def test_missing_torch_is_one_line_naming_the_install(monkeypatch, capsys):
+  monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError.
+  status = cli.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])
+  err = capsys.readouterr().err.strip().splitlines()
+  assert status == 2
+  assert err[-1].startswith("error: --baseline=hf_torch needs PyTorch and transformers")
+  assert err[-1].endswith("pip install -e '.[hf]'")
+
+
+def test_masking_strategy_names_are_the_implemented_ones():
+  # The config checks data.masking against names.py, so it loads without TensorFlow.
+  assert tuple(mask_positions.POSITION_STRATEGIES) == names.MASKING_STRATEGIES
+
+
+# Runs a module as `python -m` would, on a host where TensorFlow, TFDS and seqeval are not
+# installed: their finders see nothing (as importlib does when a package is absent).
+_NO_TENSORFLOW = """
+import importlib.util, runpy, sys
+HIDDEN = ("tensorflow", "tensorflow_datasets", "seqeval")
+
+class Hide:
+  def __init__(self, finder):
+    self.finder = finder
+
+  def find_spec(self, name, path=None, target=None):
+    return None if name.split(".")[0] in HIDDEN else self.finder.find_spec(name, path, target)
+
+  def __getattr__(self, attr):
+    return getattr(self.finder, attr)
+
+sys.meta_path[:] = [Hide(f) for f in sys.meta_path]
+assert importlib.util.find_spec("tensorflow") is None
+module, sys.argv = sys.argv[1], sys.argv[1:]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def _run_without_tensorflow(module, *argv):
+  result = subprocess.run(
+    [sys.executable, "-c", _NO_TENSORFLOW, module, *argv],
+    cwd=run_helpers.REPO,
+    env=run_helpers.env(OMP_NUM_THREADS="1"),  # torch: see one_torch_thread.
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu")
+def test_aot_compile_runs_without_tensorflow():
+  no_dropout = {"model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
+  flags = run_helpers.small_flags(**SMALL, **no_dropout, **{"model.num_layers": 1})
+  report = _run_without_tensorflow("bert_jax.tools.aot_compile", TINY, "--topology=v5e-1", *flags)
+  assert report["fits"] is True and report["compiled_flops"] > 0
+  assert np.isclose(report["flops_ratio"], report["compiled_flops"] / report["model_flops"])
