@@ -140,14 +140,10 @@ _FORMATS = (
 
 
 def _choices() -> str:
-  # ELECTRA's two directories (discriminator + generator) convert through `hf_electra`.
-  # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
-  # Formats of one label (RoBERTa's two model types) share an entry.
-  types = {}
-  for f in _FORMATS:
-    types.setdefault(f.label, []).append(repr(f.model_type))
-  labels = [f"{label} ({', '.join(model_types)})" for label, model_types in types.items()]
-  return ", ".join(labels + [f"ELECTRA ({names.ELECTRA!r})"])
+  # The model types alone: the whole line must stay readable (the error boundary cuts at 299
+  # characters, and the source path comes first). ELECTRA's discriminator + generator
+  # directories convert through `hf_electra`.
+  return "model_type " + ", ".join([f.model_type for f in _FORMATS] + [names.ELECTRA])
 
 
 def for_config_json(values, source: str) -> HfFormat:
