@@ -325,7 +325,7 @@ BAD_HF_DIRS = {
   ),
   "deberta": (
     lambda d: _edit_config(d, model_type="deberta"),
-    "describes a 'deberta' model; convert handles BERT",
+    "describes a 'deberta' model; convert handles model_type bert",
   ),
   "tanh_gelu": (
     lambda d: _edit_config(d, hidden_act="gelu_new"),
@@ -467,7 +467,7 @@ def test_distilbert_model_checkpoint_and_export_load_in_transformers(converted, 
   [
     ({"sinusoidal_pos_embds": True}, "sinusoidal_pos_embds=true"),
     ({"activation": "relu"}, "activation='relu'"),
-    ({"model_type": "gpt2"}, "describes a 'gpt2' model; convert handles BERT"),
+    ({"model_type": "gpt2"}, "describes a 'gpt2' model; convert handles model_type bert"),
   ],
 )
 def test_unsupported_distilbert_configs_fail_with_one_line(

@@ -70,13 +70,9 @@ def registered() -> tuple[str, ...]:
 
 
 def _hf_choices() -> str:
-  # Short labels: the whole line must stay readable (the error boundary cuts at 299 characters).
-  # Families of one label (RoBERTa's two model types) share an entry.
-  types = {}
-  for f in _FAMILIES.values():
-    if f.hf:
-      types.setdefault(f.hf.label, []).append(repr(f.hf.model_type))
-  return ", ".join(f"{label} ({', '.join(model_types)})" for label, model_types in types.items())
+  # The model types alone: the whole line must stay readable (the error boundary cuts at 299
+  # characters, and the source path comes first).
+  return "model_type " + ", ".join(f.hf.model_type for f in _FAMILIES.values() if f.hf)
 
 
 def for_config_json(values, source: str) -> Family:

@@ -17,6 +17,8 @@ import tempfile
 import threading
 import traceback
 
+from etils import epath
+
 # Loggers whose ERROR records come from background work: Orbax logs through absl's logger;
 # asyncio reports exceptions nobody retrieved on its own.
 _LOGGERS = ("absl", "asyncio")
@@ -122,10 +124,10 @@ class BackgroundErrors(logging.Filter):
   def _append(self, text: str):
     """Appends to the log; on a full or remote workdir, to a file in the temp dir instead."""
     try:
-      with open(self.log_path, "a", encoding="utf-8") as log:
+      with epath.Path(self.log_path).open("a") as log:
         log.write(text.rstrip("\n") + "\n\n")
       return
-    except OSError:
+    except Exception:  # pylint: disable=broad-except  # Never raise inside a hook (epath on gs:// may not append).
       if self._fell_back:
         return  # Nowhere left to write: drop it rather than raise inside a hook.
     self._fell_back = True

@@ -10,6 +10,7 @@ has (another depth or layout), except a pooler the checkpoint lacks (fresh init)
 optimizer state, step, rng and data position are never taken over.
 """
 
+import dataclasses
 import json
 
 import jax
@@ -59,7 +60,8 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
   diffs = [
     f"--config.model.{k}={stored_model[k]}"
     for k in sorted(ours)
-    if k not in ("lsh", "electra") and stored_model[k] != ours[k]  # Sections, not flags.
+    # Nested sections (lsh, electra, adaptive, xlm, ...) are not single flags.
+    if not dataclasses.is_dataclass(ours[k]) and stored_model[k] != ours[k]
   ]
   return (
     f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "
