@@ -1,5 +1,9 @@
 """Shared test fixtures: small configs and synthetic batches with the pipeline's schema."""
 
+import ast
+import concurrent.futures
+import pathlib
+
 import jax
 import numpy as np
 
@@ -98,3 +102,18 @@ def assert_same_batches(left, right):
   for a, b in zip(left, right):
     for key in BATCH_KEYS:
       np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def parse_python(path):
+  """``ast.parse`` of a source file.
+
+  CPython 3.11.7's parser can raise "SystemError: AST constructor recursion depth mismatch" in
+  a thread whose recursion bookkeeping an earlier test disturbed (seen once in a full xdist
+  run); a fresh thread parses the same source cleanly, so retry there.
+  """
+  source = pathlib.Path(path).read_text(encoding="utf-8")
+  try:
+    return ast.parse(source)
+  except SystemError:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+      return pool.submit(ast.parse, source).result()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from bert_jax import names
+from tests import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(sys.executable).parent
@@ -48,7 +49,7 @@ def test_a_back_import_breaks_the_layers(tmp_path):
 
 
 def _imported_modules(path):
-  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+  for node in ast.walk(helpers.parse_python(path)):
     if isinstance(node, ast.Import):
       yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom) and node.module:
@@ -106,7 +107,7 @@ def _family_mentions(path):
   """Families a module names: a family constant of `names`, an import of a family's package
   (``bert_jax.models.<family>``), or a comparison with a family's name literal
   (``family == "electra"``)."""
-  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+  for node in ast.walk(helpers.parse_python(path)):
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
       if node.value.id == "names" and node.attr in _FAMILY_CONSTANTS:
         yield from _FAMILY_CONSTANTS[node.attr]

@@ -149,7 +149,7 @@ def test_run_files_go_through_gfile_epath_or_orbax():
   found = [
     f"{source.relative_to(REPO)}:{node.lineno} {_dotted(node.func)}"
     for source in sources
-    for node in ast.walk(ast.parse(source.read_text()))
+    for node in ast.walk(helpers.parse_python(source))
     if isinstance(node, ast.Call) and _dotted(node.func) in _LOCAL_ONLY_CALLS
   ]
   assert not found, (
