@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bert_jax.models.attention import dense
+from bert_jax.models.attention import layer as layer_lib
 from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.models.config import ModelConfig
 
@@ -93,3 +94,25 @@ def test_layer_trains_through_the_custom_backward_and_keeps_probabilities_on_req
   scale = max(float(jnp.abs(w).max()) for w in jax.tree.leaves(probed_grads))
   for g, w in zip(jax.tree.leaves(grads), jax.tree.leaves(probed_grads)):
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-6 * scale)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_fused_projection_into_heads_equals_one_gemm_per_projection(dtype):
+  """Accelerators run query/key/value as one contraction, CPUs as three GEMMs: same numbers."""
+  keys = jax.random.split(jax.random.key(3), 7)
+  x_BLD = jax.random.normal(keys[0], (BATCH, LENGTH, 32))
+  weights = tuple(
+    (
+      jax.random.normal(keys[i], (32, HEADS, HEAD_DIM)),
+      jax.random.normal(keys[i + 3], (HEADS, HEAD_DIM)),
+    )
+    for i in (1, 2, 3)
+  )
+  fused = layer_lib.project_into_heads(x_BLD, weights, dtype, fused=True)
+  gemms = layer_lib.project_into_heads(x_BLD, weights, dtype, fused=False)
+  tol = 1e-5 if dtype == jnp.float32 else 2e-2
+  for got, want in zip(fused, gemms):
+    assert got.shape == (BATCH, LENGTH, HEADS, HEAD_DIM) and got.dtype == dtype
+    np.testing.assert_allclose(
+      np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=tol, atol=tol
+    )

@@ -37,18 +37,27 @@ class ProjectionWeights(nn.Module):
     return kernel, self.param("bias", layers.zeros_init(("heads", "kv")), shape, jnp.float32)
 
 
-def project_into_heads(x_BLD, weights, dtype):
-  """``x @ kernel + bias`` for each (kernel [D, H, K], bias [H, K]) of ``weights``, as one product.
+def project_into_heads(x_BLD, weights, dtype, *, fused: bool):
+  """``x @ kernel + bias`` for each (kernel [D, H, K], bias [H, K]) of ``weights``.
 
-  One contraction to [B, L, n, H, K] reads the input once (and its backward writes one input
-  gradient, not n to be added), and leaves the compiler free to lay the result out heads-major
-  for the attention products that follow. On a TPU v5p compile of BERT-base (bf16, batch
-  256 x 128) the fused query/key/value product moves ~1 GB less per layer and step than three
-  2-D GEMMs reshaped into heads; XLA:CPU runs both alike.
+  ``fused``: one contraction to [B, L, n, H, K], which reads the input once (its backward
+  writes one input gradient, not n to be added) and leaves the compiler free to lay the result
+  out heads-major for the attention products that follow: on a TPU v5p compile of BERT-base
+  (bf16, batch 256 x 128) it moves ~1 GB less per layer and step than 2-D GEMMs reshaped into
+  heads. Otherwise one 2-D GEMM per projection, which XLA:CPU runs faster (fwd+bwd of
+  BERT-base's three at batch 8 x 128: 49 ms of CPU time against 77 ms fused). Same maths.
 
   Returns:
     A tuple of [B, L, H, K] arrays in ``dtype``, one per entry of ``weights``.
   """
+  if not fused:
+    width = x_BLD.shape[-1]
+    x_2d = x_BLD.reshape((-1, width)).astype(dtype)
+    return tuple(
+      (x_2d @ kernel.reshape((width, -1)).astype(dtype)).reshape(x_BLD.shape[:-1] + bias.shape)
+      + bias.astype(dtype)[None, None]
+      for kernel, bias in weights
+    )
   kernel_DNHK = jnp.stack([kernel for kernel, _ in weights], axis=1).astype(dtype)
   bias_NHK = jnp.stack([bias for _, bias in weights]).astype(dtype)
   y_BLNHK = jnp.einsum("bld,dnhk->blnhk", x_BLD.astype(dtype), kernel_DNHK) + bias_NHK[None, None]
@@ -103,12 +112,14 @@ class SelfAttention(nn.Module):
         splash.current_platform(), x_BLD.shape[1], config.attention_dropout_rate
       )
     dtype = jnp.dtype(config.dtype)
+    fused = splash.current_platform() != "cpu"
     if kind == "lsh":
       # The Reformer shares the query/key projection: no key parameters.
       qk_BLHD, value_BLHD = project_into_heads(
         x_BLD,
         (ProjectionWeights(config, name="query")(), ProjectionWeights(config, name="value")()),
         dtype,
+        fused=fused,
       )
       options = config.lsh
       out_BLHD = lsh.lsh_attention(
@@ -127,7 +138,7 @@ class SelfAttention(nn.Module):
       )
     else:
       weights = tuple(ProjectionWeights(config, name=n)() for n in ("query", "key", "value"))
-      query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype)
+      query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype, fused=fused)
       query_BLHD = nn.with_logical_constraint(
         query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
       )
