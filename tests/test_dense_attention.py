@@ -116,3 +116,51 @@ def test_fused_projection_into_heads_equals_one_gemm_per_projection(dtype):
     np.testing.assert_allclose(
       np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=tol, atol=tol
     )
+
+
+def _saved_residuals(fn, *args):
+  """(dtype, shape) of every array the backward pass of ``fn`` keeps from its forward pass."""
+  import contextlib
+  import io
+  import re
+
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    jax.ad_checkpoint.print_saved_residuals(fn, *args)
+  found = re.findall(r"^(\w+)\[([\d,]*)\]", printed.getvalue(), flags=re.M)
+  return [(dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in found]
+
+
+def test_bf16_training_keeps_no_float32_attention_matrix_for_the_backward():
+  """What the bf16 step saves of each layer's [B, H, L, L]: probabilities in bf16 and the mask.
+
+  Autodiff of the reference kernel keeps float32 probabilities (and more): the bytes a TPU or
+  GPU step moves through HBM for attention came mostly from them.
+  """
+  from bert_jax.models.bert.model import BertForPreTraining
+
+  layers = 2
+  config = ModelConfig(
+    hidden_size=HEADS * HEAD_DIM,
+    num_heads=HEADS,
+    num_layers=layers,
+    intermediate_size=64,
+    vocab_size=64,
+    max_position_embeddings=LENGTH,
+    attention_kind="dense",
+    dtype="bfloat16",
+  )
+  model = BertForPreTraining(config, deterministic=False)
+  ids_BL = jnp.ones((BATCH, LENGTH), jnp.int32)
+  mask_BL = (_segment_ids() > 0).astype(jnp.int32)
+  params = model.init(jax.random.key(0), ids_BL, ids_BL * 0, mask_BL, ids_BL[:, :3])
+
+  def loss(params):
+    outputs = model.apply(
+      params, ids_BL, ids_BL * 0, mask_BL, ids_BL[:, :3], rngs={"dropout": jax.random.key(1)}
+    )
+    return jnp.sum(outputs["mlm_logits"]) + jnp.sum(outputs["nsp_logits"])
+
+  residuals = _saved_residuals(loss, params)
+  square = [dtype for dtype, shape in residuals if shape == (BATCH, HEADS, LENGTH, LENGTH)]
+  assert sorted(square) == ["bf16"] * layers + ["bool"] * layers, square
