@@ -18,6 +18,10 @@ _TABLE = ConfigTable(
   hf_config.KEYS
   + (("embedding_size", "embedding_size", True), ("hidden_act", "hidden_act", False)),
   "an ALBERT config.json",
+  "albert",
+  fixed=(
+    (*hf_config.ABSOLUTE_POSITIONS, "bert_jax's ALBERT has absolute position embeddings only"),
+  ),
 )
 # AlbertConfig's own defaults where they differ from bert_jax's.
 _DEFAULTS = {
@@ -55,12 +59,6 @@ def model_config_from_albert_config(values, source: str) -> ModelConfig:
       f"{source} has hidden_act={values.get('hidden_act')!r}; bert_jax's ALBERT computes "
       "'gelu' (exact) or 'gelu_new' (tanh) only"
     )
-  positions = values.get("position_embedding_type", "absolute")
-  if positions != "absolute":
-    raise UserInputError(
-      f"{source} has position_embedding_type={positions!r}; bert_jax's ALBERT has absolute "
-      "position embeddings only"
-    )
   fields = _TABLE.read(values, source)
   fields.update(family=names.ALBERT, layer_sharing=_sharing(values, source))
   return model_config_from_dict(fields)
@@ -77,13 +75,10 @@ def albert_config_from_model_config(config: ModelConfig, architecture: str) -> d
       f"model.layer_sharing={config.layer_sharing!r} has no Hugging Face ALBERT layout "
       "(it shares all layers or none); export a model trained with 'all' or 'none'"
     )
-  values = _TABLE.write(config)
+  values = _TABLE.write(config, architecture)
   values.update(
-    architectures=[architecture],
-    model_type="albert",
     num_hidden_groups=1 if config.layer_sharing == "all" else config.num_layers,
     inner_group_num=1,
-    position_embedding_type="absolute",
     classifier_dropout_prob=config.hidden_dropout_rate,
   )
   return values

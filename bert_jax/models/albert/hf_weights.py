@@ -19,20 +19,18 @@ _IGNORED = ("albert.embeddings.position_ids",)
 _EMBEDDINGS = "albert.embeddings."
 _GROUP = "albert.encoder.albert_layer_groups.{}.albert_layers.0."
 
-_FIXED_ROWS = (
-  Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
-  Row(
-    "bert/embeddings/position_embeddings/embedding",
+_FIXED_ROWS = weight_table.named_rows(
+  "bert/embeddings/",
+  weight_table.EMBEDDING_PARAMS,
+  [
+    _WORD_TABLE,
     _EMBEDDINGS + "position_embeddings.weight",
-    "encoder",
-  ),
-  Row(
-    "bert/embeddings/token_type_embeddings/embedding",
     _EMBEDDINGS + "token_type_embeddings.weight",
-    "encoder",
-  ),
-  Row("bert/embeddings/layer_norm/scale", _EMBEDDINGS + "LayerNorm.weight", "encoder"),
-  Row("bert/embeddings/layer_norm/bias", _EMBEDDINGS + "LayerNorm.bias", "encoder"),
+    _EMBEDDINGS + "LayerNorm.weight",
+    _EMBEDDINGS + "LayerNorm.bias",
+  ],
+  "encoder",
+) + [
   Row(
     "bert/embedding_projection/kernel",
     "albert.encoder.embedding_hidden_mapping_in.weight",
@@ -42,17 +40,28 @@ _FIXED_ROWS = (
   Row(
     "bert/embedding_projection/bias", "albert.encoder.embedding_hidden_mapping_in.bias", "encoder"
   ),
-)
+]
 _HEAD_ROWS = (
-  Row("bert/pooler/kernel", "albert.pooler.weight", "pooler", transpose=True),
-  Row("bert/pooler/bias", "albert.pooler.bias", "pooler"),
-  Row("mlm_head/transform/kernel", "predictions.dense.weight", "mlm_head", transpose=True),
-  Row("mlm_head/transform/bias", "predictions.dense.bias", "mlm_head"),
-  Row("mlm_head/transform_norm/scale", "predictions.LayerNorm.weight", "mlm_head"),
-  Row("mlm_head/transform_norm/bias", "predictions.LayerNorm.bias", "mlm_head"),
-  Row("mlm_head/output_bias", _MLM_BIAS, "mlm_head"),
-  Row("sop_head/kernel", "sop_classifier.classifier.weight", "sop_head", transpose=True),
-  Row("sop_head/bias", "sop_classifier.classifier.bias", "sop_head"),
+  [
+    Row("bert/pooler/kernel", "albert.pooler.weight", "pooler", transpose=True),
+    Row("bert/pooler/bias", "albert.pooler.bias", "pooler"),
+  ]
+  + weight_table.named_rows(
+    "mlm_head/",
+    weight_table.MLM_HEAD_PARAMS,
+    [
+      "predictions.dense.weight",
+      "predictions.dense.bias",
+      "predictions.LayerNorm.weight",
+      "predictions.LayerNorm.bias",
+      _MLM_BIAS,
+    ],
+    "mlm_head",
+  )
+  + [
+    Row("sop_head/kernel", "sop_classifier.classifier.weight", "sop_head", transpose=True),
+    Row("sop_head/bias", "sop_classifier.classifier.bias", "sop_head"),
+  ]
 )
 # ALBERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside an ``AlbertLayer``.
 _LAYER_NAMES = (
@@ -82,11 +91,7 @@ def rows(config: ModelConfig):
   else:
     blocks = [(f"bert/encoder/layer_{i}/", _GROUP.format(i)) for i in range(config.num_layers)]
   layer_rows = weight_table.encoder_layer_rows(blocks, _LAYER_NAMES, transposed=True)
-  return list(_FIXED_ROWS) + layer_rows + list(_HEAD_ROWS)
-
-
-def _canonical(name: str) -> str:
-  return _PREFIX + name if name.startswith(_TRUNK_PARTS) else name
+  return _FIXED_ROWS + layer_rows + _HEAD_ROWS
 
 
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
@@ -100,14 +105,16 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
     UserInputError: tensors missing, unexpected or of another shape (one message), or an
       untied MLM decoder.
   """
-  tensors = {_canonical(name): value for name, value in state.items()}
-  weight_table.fold_tied_copies(tensors, _TIED_DECODER, source, "ALBERT")
-  return weight_table.import_state(
+  return weight_table.import_checkpoint(
     rows(config),
-    tensors,
+    state,
     config,
     source=source,
-    ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED),
+    label="ALBERT",
+    prefix=_PREFIX,
+    trunk_parts=_TRUNK_PARTS,
+    tied=_TIED_DECODER,
+    ignored=_IGNORED,
   )
 
 

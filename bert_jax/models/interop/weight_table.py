@@ -72,6 +72,50 @@ ENCODER_LAYER_PARAMS = (
 )
 
 
+# BERT's embeddings (`models/embeddings.py`) and masked-LM head (`models/heads.py`), in the
+# order `named_rows` pairs them with a foreign layout's names.
+EMBEDDING_PARAMS = (
+  "word_embeddings/embedding",
+  "position_embeddings/embedding",
+  "token_type_embeddings/embedding",
+  "layer_norm/scale",
+  "layer_norm/bias",
+)
+MLM_HEAD_PARAMS = (
+  "transform/kernel",
+  "transform/bias",
+  "transform_norm/scale",
+  "transform_norm/bias",
+  "output_bias",
+)
+
+
+def named_rows(ours_prefix: str, params, foreign_names, group: str, *, transposed: bool = True):
+  """Rows of ``params`` (our suffixes) under ``ours_prefix``, paired in order with
+  ``foreign_names``; a None name skips the param (DistilBERT has no token-type table).
+
+  Args:
+    ours_prefix: e.g. ``"bert/embeddings/"``.
+    params: `EMBEDDING_PARAMS`, `MLM_HEAD_PARAMS` or another tuple of suffixes.
+    foreign_names: their full names, one per param.
+    group: the rows' group.
+    transposed: the foreign layout stores dense kernels as [out, in] (PyTorch ``Linear``).
+  """
+  if len(foreign_names) != len(params):
+    raise ValueError(f"{len(foreign_names)} foreign names for {len(params)} params")
+  return [
+    Row(ours_prefix + ours, theirs, group, transpose=transposed and ours.endswith("/kernel"))
+    for ours, theirs in zip(params, foreign_names)
+    if theirs is not None
+  ]
+
+
+def by_head(head_class: str, trunk_class: str, head: str = "mlm_head"):
+  """params -> the ``transformers`` class that loads them with nothing missing: ``head_class``
+  when they hold ``head``, else ``trunk_class``."""
+  return lambda params: head_class if head in params else trunk_class
+
+
 def encoder_layer_rows(layers, foreign_names, *, transposed: bool, group: str = REQUIRED_GROUP):
   """Rows of encoder layers in a foreign layout.
 
@@ -120,6 +164,16 @@ def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
   return (array.T if row.transpose else array).reshape(our_shape)
 
 
+def module_shapes(module: nn.Module) -> dict:
+  """{"bert/encoder/layer_0/...": shape} of the params ``module`` creates when called on
+  (ids, ids, ids + 1) of shape [1, 2] (every family's model signature)."""
+  ids = jnp.zeros((1, 2), jnp.int32)
+  rngs = {"params": jax.random.key(0), "hashing": jax.random.key(0)}
+  boxed = jax.eval_shape(lambda: module.init(rngs, ids, ids, ids + 1))
+  flat = flatten(nn.unbox(boxed)["params"])
+  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+
+
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/encoder/layer_0/...": shape} of the family's pretraining model, unscanned layout."""
@@ -129,16 +183,7 @@ def param_shapes(config: ModelConfig) -> dict:
   config = dataclasses.replace(
     config, scan_layers=False, remat_policy="none", attention_kind="dense"
   )
-  ids = jnp.zeros((1, 2), jnp.int32)
-  boxed = jax.eval_shape(
-    lambda: (
-      families.get(config.family)
-      .pretraining_model(config)
-      .init({"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1)
-    )
-  )
-  flat = flatten(nn.unbox(boxed)["params"])
-  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+  return module_shapes(families.get(config.family).pretraining_model(config))
 
 
 def _examples(names, count=3, separator=", "):
@@ -211,6 +256,49 @@ def import_state(rows, tensors: Mapping, config: ModelConfig, **kwargs):
   """`import_params` for a state dict already in memory (name -> array), keyword args as there."""
   shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
   return import_params(rows, shapes, tensors.__getitem__, config, **kwargs)
+
+
+def import_checkpoint(
+  rows,
+  state: Mapping,
+  config: ModelConfig,
+  *,
+  source: str,
+  label: str,
+  prefix: str = "",
+  trunk_parts=(),
+  tied=None,
+  ignored=(),
+  our_shapes=None,
+):
+  """`import_state` of a Hugging Face state dict of either the trunk class or a head class.
+
+  Args:
+    rows: the `Row` table, in the head class's names.
+    state: name -> array, in either class's names.
+    config: the model the checkpoint must fit.
+    source: where ``state`` came from, for messages.
+    label: the family's name in messages.
+    prefix: the trunk's prefix in the head class's names (``"bert."``).
+    trunk_parts: first parts of the trunk class's names, which lack ``prefix``.
+    tied: ``{copy: original}`` of tensors stored twice (`fold_tied_copies`), then ignored.
+    ignored: other names known and deliberately not converted (buffers).
+    our_shapes: as `import_params`.
+
+  Raises:
+    UserInputError: as `import_params`, or a tied copy differs from its original.
+  """
+  tied = tied or {}
+  tensors = {(prefix + n if n.startswith(trunk_parts) else n): v for n, v in state.items()}
+  fold_tied_copies(tensors, tied, source, label)
+  return import_state(
+    rows,
+    tensors,
+    config,
+    source=source,
+    ignored=frozenset(tied) | frozenset(ignored),
+    our_shapes=our_shapes,
+  )
 
 
 def flatten(params) -> dict:

@@ -116,14 +116,16 @@ def params_from_hf(
     UserInputError: tensors are missing, unexpected or of another shape (one message), or a
       tied copy differs from its original.
   """
-  tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
-  weight_table.fold_tied_copies(tensors, _TIED, source, label)
-  return weight_table.import_state(
+  return weight_table.import_checkpoint(
     rows(config),
-    tensors,
+    state,
     config,
     source=source,
-    ignored=frozenset(_TIED) | frozenset(_IGNORED),
+    label=label,
+    prefix=_PREFIX,
+    trunk_parts=_TRUNK_PARTS,
+    tied=_TIED,
+    ignored=_IGNORED,
     our_shapes=_our_shapes(config),
   )
 
