@@ -17,11 +17,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers
+from bert_jax.models import heads, layers
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.encoder import Encoder
-from bert_jax.models.heads import MaskedLmHead
 
 # `<pad>`'s id in RoBERTa's and XLM-R's vocabs, and the position padding gets (fairseq).
 PADDING_IDX = 1
@@ -81,11 +80,7 @@ class RobertaEncoder(nn.Module):
       token_type_ids_BL = jnp.zeros_like(input_ids_BL)
     x_BLD = self.embeddings(input_ids_BL, token_type_ids_BL, position_ids(input_mask_BL))
     x_BLD = self.encoder(x_BLD, input_mask_BL)
-    # RobertaForMaskedLM checkpoints hold no pooler: without its params (tools/embed on one)
-    # the pooled output is None; initialisation and fine-tuning create it.
-    if not self.with_pooler or not (
-      self.is_initializing() or self.has_variable("params", "pooler")
-    ):
+    if not heads.pooler_present(self, self.with_pooler):
       return x_BLD, None
     return x_BLD, jnp.tanh(self.pooler(x_BLD[:, 0]))
 
@@ -93,17 +88,7 @@ class RobertaEncoder(nn.Module):
     return self.embeddings.attend(x_BPD)
 
 
-class RobertaForMaskedLM(nn.Module):
+class RobertaForMaskedLM(heads.MaskedLmModel):
   """RoBERTa with its LM head (at the masked positions only); no pooler, no sentence head."""
 
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
-    """Returns float32 ``mlm_logits`` [B, P, V] (every position when positions are None)."""
-    bert = RobertaEncoder(self.config, self.deterministic, with_pooler=False, name="bert")
-    x_BLD, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    if masked_lm_positions_BP is not None:
-      x_BLD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
-    return {"mlm_logits": MaskedLmHead(self.config, name="mlm_head")(x_BLD, bert.attend)}
+  trunk = RobertaEncoder
