@@ -55,13 +55,6 @@ def output_bias(module: nn.Module, config: ModelConfig, name: str = "output_bias
   return bias_V[None, None, :]
 
 
-def pooler_present(module: nn.Module, with_pooler: bool) -> bool:
-  """Whether an encoder without a pretrained pooler (DistilBERT, RoBERTa) has one now: it is
-  created at initialisation (fine-tuning) when ``with_pooler``, and a pretraining checkpoint
-  (`tools/embed` on one) holds none, so the pooled output is None there."""
-  return with_pooler and (module.is_initializing() or module.has_variable("params", "pooler"))
-
-
 class MaskedLmHead(nn.Module):
   """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
 
@@ -76,22 +69,3 @@ class MaskedLmHead(nn.Module):
     )
     h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
     return attend(h_BPD) + output_bias(self, config)
-
-
-class MaskedLmModel(nn.Module):
-  """A trunk with the masked-LM head at the masked positions only, no pooler, no sentence head
-  (DistilBERT, RoBERTa): subclasses set ``trunk`` to the family's encoder class, built with
-  ``with_pooler=False``; the trunk's params sit under ``bert``, the head's under ``mlm_head``.
-  """
-
-  config: ModelConfig
-  deterministic: bool = True
-  trunk = None  # The encoder class (a class attribute, not a field).
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
-    """Returns float32 ``mlm_logits`` [B, P, V] (every position when positions are None)."""
-    bert = self.trunk(self.config, self.deterministic, with_pooler=False, name="bert")
-    x_BLD, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    x_BPD = at_positions(x_BLD, masked_lm_positions_BP)
-    return {"mlm_logits": MaskedLmHead(self.config, name="mlm_head")(x_BPD, bert.attend)}
