@@ -89,6 +89,27 @@ def table_interop(
   return HfInterop(model_type, label, read_model_config, read_params, write)
 
 
+def module_interop(label: str, module) -> HfInterop:
+  """`table_interop` of a family's interop module that names its parts as `table_interop`'s
+  arguments (``MODEL_TYPE``, ``model_config``, ``config_json``, ``rows``, ``params_from_hf``,
+  ``hf_from_params``, ``architecture``; e.g. `models/xlm/hf.py`).
+
+  Args:
+    label: the family's name in messages.
+    module: the interop module.
+  """
+  return table_interop(
+    module.MODEL_TYPE,
+    label,
+    model_config=module.model_config,
+    config_json=module.config_json,
+    rows=module.rows,
+    params_from_hf=module.params_from_hf,
+    hf_from_params=module.hf_from_params,
+    architecture=module.architecture,
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
   """One model family: everything about it that code outside its own modules needs.

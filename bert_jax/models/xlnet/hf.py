@@ -18,6 +18,7 @@ from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetLMHeadModel
 
+MODEL_TYPE = names.XLNET
 _PREFIX = "transformer."
 _WORD_TABLE = "transformer.word_embedding.weight"
 _TIED = "lm_loss.weight"
@@ -31,7 +32,7 @@ _TABLE = ConfigTable(
     ("layer_norm_eps", "layer_norm_eps", False),
   ),
   "an XLNet config.json",
-  names.XLNET,
+  MODEL_TYPE,
   # Settings of XLNetConfig whose other values compute something bert_jax's xlnet does not.
   fixed=tuple(
     (
@@ -70,7 +71,7 @@ _LAYER_ROWS = (
 )
 
 
-def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
+def model_config(values, source: str) -> ModelConfig:
   """The bert_jax model of a Hugging Face XLNet ``config.json`` (``attn_type='uni'`` is
   ``model.causal``).
 
@@ -87,7 +88,7 @@ def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
   return model_config_from_dict(fields)
 
 
-def xlnet_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
+def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face XLNet ``config.json`` object (``transformers.XLNetConfig`` keys)."""
   values = _TABLE.write(config, architecture)
   values.update(d_head=config.head_dim, untie_r=True, attn_type="uni" if config.causal else "bi")
