@@ -15,8 +15,8 @@ instead of testing a family's name or importing the family's modules;
      ``model_type``, missing-key and integer checks; ``interop.hf_config.KEYS`` are BERT's
      rows to extend, ``config_table.RECURRENT_KEYS`` Transformer-XL's), the weight rows over
      `interop.weight_table` (``named_rows`` for embeddings and MLM heads,
-     ``hf_weights.layer_rows`` for BERT-layout layers, ``import_checkpoint`` for prefixed and
-     tied state dicts), and the ``MODEL_TYPE`` / ``model_config`` / ``config_json`` /
+     ``hf_weights.layer_rows`` for BERT-layout layers, `interop.hf_state.HfState` for prefixed
+     and tied state dicts), and the ``MODEL_TYPE`` / ``model_config`` / ``config_json`` /
      ``rows`` / ``params_from_hf`` / ``hf_from_params`` / ``architecture`` names;
   3. ``<f>/family.py`` defining ``FAMILY = family_spec.Family(...)``: ``name``, ``encoder``,
      ``pretraining_model``, ``train_flops`` (a `models/flops.py` formula or its own),

@@ -8,6 +8,7 @@ too; the MLM decoder is tied to the word table and its bias to ``predictions.bia
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 
 _PREFIX = "albert."
@@ -94,33 +95,9 @@ def rows(config: ModelConfig):
   return _FIXED_ROWS + layer_rows + _HEAD_ROWS
 
 
-def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (family albert, unscanned) from a Hugging Face ALBERT state dict.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has one),
-    plus ``mlm_head`` / ``sop_head`` when it has them.
-
-  Raises:
-    UserInputError: tensors missing, unexpected or of another shape (one message), or an
-      untied MLM decoder.
-  """
-  return weight_table.import_checkpoint(
-    rows(config),
-    state,
-    config,
-    source=source,
-    label="ALBERT",
-    prefix=_PREFIX,
-    trunk_parts=_TRUNK_PARTS,
-    tied=_TIED_DECODER,
-    ignored=_IGNORED,
-  )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """The inverse of `params_from_hf`: ``AlbertForPreTraining`` names -> numpy arrays."""
-  return weight_table.export_params(rows(config), params)
+_STATE = HfState(rows, "ALBERT", _PREFIX, _TRUNK_PARTS, tied=_TIED_DECODER, ignored=_IGNORED)
+params_from_hf = _STATE.params_from_hf
+hf_from_params = _STATE.hf_from_params
 
 
 def architecture(params) -> str:

@@ -13,6 +13,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 
 MODEL_TYPE = "distilbert"
 _PREFIX = "distilbert."
@@ -134,29 +135,8 @@ def rows(config: ModelConfig):
   return _EMBEDDING_ROWS + layer_rows + _HEAD_ROWS
 
 
-def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (unscanned) from a ``DistilBertModel`` / ``ForMaskedLM`` state dict.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert``, plus ``mlm_head`` when the checkpoint has it.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
-      projector differs from the word table it should repeat.
-  """
-  return weight_table.import_checkpoint(
-    rows(config),
-    state,
-    config,
-    source=source,
-    label="DistilBERT",
-    prefix=_PREFIX,
-    trunk_parts=_TRUNK_PARTS,
-    tied={_TIED_PROJECTOR: _WORD_TABLE},
-    ignored=_IGNORED,
-  )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (projector left tied)."""
-  return weight_table.export_params(rows(config), params)
+_STATE = HfState(
+  rows, "DistilBERT", _PREFIX, _TRUNK_PARTS, tied={_TIED_PROJECTOR: _WORD_TABLE}, ignored=_IGNORED
+)
+params_from_hf = _STATE.params_from_hf
+hf_from_params = _STATE.hf_from_params

@@ -9,6 +9,7 @@ Checkpoints of ``BertModel`` (no ``bert.`` prefix, no heads), of ``BertForPreTra
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 
 _PREFIX = "bert."
@@ -101,39 +102,19 @@ def _current_name(name: str) -> str:
   return name
 
 
+_STATE = HfState(
+  rows,
+  "BERT",
+  _PREFIX,
+  _TRUNK_PARTS,
+  tied=_TIED_DECODER,
+  ignored=_IGNORED,
+)
+hf_from_params = _STATE.hf_from_params
+
+
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (unscanned layout) from a Hugging Face BERT state dict.
-
-  Args:
-    state: mapping from Hugging Face tensor names to arrays.
-    config: the bert_jax model config the weights must fit.
-    source: where ``state`` came from, for error messages.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has
-    one), plus ``mlm_head`` / ``nsp_head`` when it has them.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
-      tied tensor differs from the one it should repeat.
-  """
-  return weight_table.import_checkpoint(
-    rows(config),
-    {_current_name(name): value for name, value in state.items()},
-    config,
-    source=source,
-    label="BERT",
-    prefix=_PREFIX,
-    trunk_parts=_TRUNK_PARTS,
-    tied=_TIED_DECODER,
-    ignored=_IGNORED,
+  """`HfState.params_from_hf` of any BERT checkpoint flavour (old LayerNorm names too)."""
+  return _STATE.params_from_hf(
+    {_current_name(name): value for name, value in state.items()}, config, source
   )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """The inverse of `params_from_hf`: Hugging Face names -> numpy arrays.
-
-  The names are those ``save_pretrained`` writes to ``model.safetensors`` (tied copies of the
-  word table and the MLM bias left out), for the parts ``params`` holds.
-  """
-  return weight_table.export_params(rows(config), params)

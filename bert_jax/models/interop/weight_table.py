@@ -258,49 +258,6 @@ def import_state(rows, tensors: Mapping, config: ModelConfig, **kwargs):
   return import_params(rows, shapes, tensors.__getitem__, config, **kwargs)
 
 
-def import_checkpoint(
-  rows,
-  state: Mapping,
-  config: ModelConfig,
-  *,
-  source: str,
-  label: str,
-  prefix: str = "",
-  trunk_parts=(),
-  tied=None,
-  ignored=(),
-  our_shapes=None,
-):
-  """`import_state` of a Hugging Face state dict of either the trunk class or a head class.
-
-  Args:
-    rows: the `Row` table, in the head class's names.
-    state: name -> array, in either class's names.
-    config: the model the checkpoint must fit.
-    source: where ``state`` came from, for messages.
-    label: the family's name in messages.
-    prefix: the trunk's prefix in the head class's names (``"bert."``).
-    trunk_parts: first parts of the trunk class's names, which lack ``prefix``.
-    tied: ``{copy: original}`` of tensors stored twice (`fold_tied_copies`), then ignored.
-    ignored: other names known and deliberately not converted (buffers).
-    our_shapes: as `import_params`.
-
-  Raises:
-    UserInputError: as `import_params`, or a tied copy differs from its original.
-  """
-  tied = tied or {}
-  tensors = {(prefix + n if n.startswith(trunk_parts) else n): v for n, v in state.items()}
-  fold_tied_copies(tensors, tied, source, label)
-  return import_state(
-    rows,
-    tensors,
-    config,
-    source=source,
-    ignored=frozenset(tied) | frozenset(ignored),
-    our_shapes=our_shapes,
-  )
-
-
 def flatten(params) -> dict:
   """{"bert/encoder/layer_0/...": leaf} of a nested params dict."""
   return traverse_util.flatten_dict(params, sep="/")

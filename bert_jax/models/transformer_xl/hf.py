@@ -22,6 +22,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import config_table, weight_table
 from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.transformer_xl import adaptive_config, adaptive_softmax
 from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
@@ -229,18 +230,16 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
       tied copy differs from its original.
   """
   config = dataclasses.replace(config, dtype="float32")
-  return weight_table.import_checkpoint(
-    rows(config),
-    state,
-    config,
-    source=source,
-    label="Transformer-XL",
-    prefix=_PREFIX,
-    trunk_parts=("word_emb.", "layers.", "pos_emb.", "r_w_bias", "r_r_bias"),  # TransfoXLModel.
+  layout = HfState(
+    rows,
+    "Transformer-XL",
+    _PREFIX,
+    ("word_emb.", "layers.", "pos_emb.", "r_w_bias", "r_r_bias"),  # TransfoXLModel's names.
     tied=_tied_copies(config),
     ignored=(_INV_FREQ,),
-    our_shapes=param_shapes(config),
+    our_shapes=param_shapes,
   )
+  return layout.params_from_hf(state, config, source)
 
 
 def hf_from_params(params, config: ModelConfig):

@@ -15,6 +15,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import config_table, weight_table
 from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetLMHeadModel
 
@@ -127,33 +128,22 @@ def param_shapes(config: ModelConfig) -> dict:
   return shapes | {f"bert/{path}": shape for path, shape in trunk.items()}
 
 
+def _our_shapes(config: ModelConfig) -> dict:
+  return param_shapes(dataclasses.replace(config, dtype="float32"))
+
+
+_STATE = HfState(
+  rows, "XLNet", _PREFIX, _TRUNK_PARTS, tied={_TIED: _WORD_TABLE}, our_shapes=_our_shapes
+)
+_KEPT = (*_TRUNK_PARTS, _PREFIX, "sequence_summary.", "lm_loss.")
+hf_from_params = _STATE.hf_from_params
+
+
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """bert_jax params from a Hugging Face XLNet state dict (any of the classes above).
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
-      LM projection is not tied to the word table.
-  """
-  config = dataclasses.replace(config, dtype="float32")
-  # Task heads of transformers' XLNet classes (logits_proj, qa_outputs, ...) stay behind.
-  kept = (*_TRUNK_PARTS, _PREFIX, "sequence_summary.", "lm_loss.")
-  return weight_table.import_checkpoint(
-    rows(config),
-    state,
-    config,
-    source=source,
-    label="XLNet",
-    prefix=_PREFIX,
-    trunk_parts=_TRUNK_PARTS,
-    tied={_TIED: _WORD_TABLE},
-    ignored=[name for name in state if not name.startswith(kept)],
-    our_shapes=param_shapes(config),
-  )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (no tied copy)."""
-  return weight_table.export_params(rows(config), params)
+  """`HfState.params_from_hf` of any of the classes above; the task heads of transformers'
+  XLNet classes (``logits_proj``, ``qa_outputs``, ...) stay behind."""
+  kept = {name: value for name, value in state.items() if name.startswith(_KEPT)}
+  return _STATE.params_from_hf(kept, config, source)
 
 
 architecture = weight_table.by_head("XLNetLMHeadModel", "XLNetModel", "lm_loss_bias")
