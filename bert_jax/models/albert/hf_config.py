@@ -12,13 +12,14 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import hf_config
 from bert_jax.models.interop.config_table import ConfigTable
 
+MODEL_TYPE = "albert"
 # BERT's rows (AlbertConfig has BERT's key names) plus the factorised embedding width and the
 # activation. Optional keys default as AlbertConfig does.
 _TABLE = ConfigTable(
   hf_config.KEYS
   + (("embedding_size", "embedding_size", True), ("hidden_act", "hidden_act", False)),
   "an ALBERT config.json",
-  "albert",
+  MODEL_TYPE,
   fixed=(
     (*hf_config.ABSOLUTE_POSITIONS, "bert_jax's ALBERT has absolute position embeddings only"),
   ),
@@ -46,7 +47,7 @@ def _sharing(values, source: str) -> str:
   )
 
 
-def model_config_from_albert_config(values, source: str) -> ModelConfig:
+def model_config(values, source: str) -> ModelConfig:
   """The bert_jax model (family albert) of a Hugging Face ALBERT ``config.json``.
 
   Raises:
@@ -64,7 +65,7 @@ def model_config_from_albert_config(values, source: str) -> ModelConfig:
   return model_config_from_dict(fields)
 
 
-def albert_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
+def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face ``config.json`` object (``transformers.AlbertConfig`` keys) for ``config``.
 
   Raises:

@@ -7,7 +7,7 @@ too; the MLM decoder is tied to the word table and its bias to ``predictions.bia
 """
 
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.interop import weight_table
+from bert_jax.models.interop import hf_weights, weight_table
 from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 
@@ -17,21 +17,10 @@ _WORD_TABLE = "albert.embeddings.word_embeddings.weight"
 _MLM_BIAS = "predictions.bias"
 _TIED_DECODER = {"predictions.decoder.weight": _WORD_TABLE, "predictions.decoder.bias": _MLM_BIAS}
 _IGNORED = ("albert.embeddings.position_ids",)
-_EMBEDDINGS = "albert.embeddings."
 _GROUP = "albert.encoder.albert_layer_groups.{}.albert_layers.0."
 
-_FIXED_ROWS = weight_table.named_rows(
-  "bert/embeddings/",
-  weight_table.EMBEDDING_PARAMS,
-  [
-    _WORD_TABLE,
-    _EMBEDDINGS + "position_embeddings.weight",
-    _EMBEDDINGS + "token_type_embeddings.weight",
-    _EMBEDDINGS + "LayerNorm.weight",
-    _EMBEDDINGS + "LayerNorm.bias",
-  ],
-  "encoder",
-) + [
+# BERT's rows (`hf_weights`) under ALBERT's names, plus the projection of the embeddings.
+_FIXED_ROWS = weight_table.renamed(hf_weights.EMBEDDING_ROWS, {"bert.": _PREFIX}) + [
   Row(
     "bert/embedding_projection/kernel",
     "albert.encoder.embedding_hidden_mapping_in.weight",
@@ -42,27 +31,16 @@ _FIXED_ROWS = weight_table.named_rows(
     "bert/embedding_projection/bias", "albert.encoder.embedding_hidden_mapping_in.bias", "encoder"
   ),
 ]
-_HEAD_ROWS = (
-  [
-    Row("bert/pooler/kernel", "albert.pooler.weight", "pooler", transpose=True),
-    Row("bert/pooler/bias", "albert.pooler.bias", "pooler"),
-  ]
-  + weight_table.named_rows(
-    "mlm_head/",
-    weight_table.MLM_HEAD_PARAMS,
-    [
-      "predictions.dense.weight",
-      "predictions.dense.bias",
-      "predictions.LayerNorm.weight",
-      "predictions.LayerNorm.bias",
-      _MLM_BIAS,
-    ],
-    "mlm_head",
-  )
-  + [
-    Row("sop_head/kernel", "sop_classifier.classifier.weight", "sop_head", transpose=True),
-    Row("sop_head/bias", "sop_classifier.classifier.bias", "sop_head"),
-  ]
+_HEAD_ROWS = weight_table.renamed(
+  hf_weights.HEAD_ROWS,
+  {
+    "bert.pooler.dense.": "albert.pooler.",
+    "cls.predictions.transform.dense.": "predictions.dense.",
+    "cls.predictions.transform.LayerNorm.": "predictions.LayerNorm.",
+    "cls.predictions.bias": _MLM_BIAS,
+    "cls.seq_relationship.": "sop_classifier.classifier.",
+  },
+  groups={"nsp_head": "sop_head"},
 )
 # ALBERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside an ``AlbertLayer``.
 _LAYER_NAMES = (

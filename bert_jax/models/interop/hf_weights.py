@@ -25,7 +25,7 @@ _TIED_DECODER = {
 # A buffer (0..max_positions-1) that older versions of transformers saved with the weights.
 _IGNORED = ("bert.embeddings.position_ids",)
 
-_EMBEDDING_ROWS = weight_table.named_rows(
+EMBEDDING_ROWS = weight_table.named_rows(
   "bert/embeddings/",
   weight_table.EMBEDDING_PARAMS,
   [
@@ -37,7 +37,7 @@ _EMBEDDING_ROWS = weight_table.named_rows(
   ],
   "encoder",
 )
-_HEAD_ROWS = (
+HEAD_ROWS = (
   [
     Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
     Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
@@ -90,7 +90,7 @@ def layer_rows(ours: str, theirs: str, num_layers: int, group: str):
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
   encoder_rows = layer_rows("bert/encoder", "bert.encoder.layer", config.num_layers, "encoder")
-  return _EMBEDDING_ROWS + encoder_rows + _HEAD_ROWS
+  return EMBEDDING_ROWS + encoder_rows + HEAD_ROWS
 
 
 def _current_name(name: str) -> str:

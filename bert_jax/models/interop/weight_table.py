@@ -110,6 +110,22 @@ def named_rows(ours_prefix: str, params, foreign_names, group: str, *, transpose
   ]
 
 
+def renamed(rows, theirs: Mapping[str, str], groups: Mapping[str, str] = None):
+  """``rows`` of another layout of the same parameters: each foreign name's first prefix found
+  in ``theirs`` (in its order) replaced by its value; ours and the groups renamed by the
+  ``groups`` mapping (a group's name is also its params' first path part, e.g. ``nsp_head``).
+  """
+  groups = groups or {}
+  out = []
+  for row in rows:
+    old = next((prefix for prefix in theirs if row.theirs.startswith(prefix)), "")
+    name = theirs[old] + row.theirs[len(old) :] if old else row.theirs
+    group = groups.get(row.group, row.group)
+    ours = group + row.ours[len(row.group) :] if row.group in groups else row.ours
+    out.append(dataclasses.replace(row, ours=ours, theirs=name, group=group))
+  return out
+
+
 def by_head(head_class: str, trunk_class: str, head: str = "mlm_head"):
   """params -> the ``transformers`` class that loads them with nothing missing: ``head_class``
   when they hold ``head``, else ``trunk_class``."""

@@ -81,13 +81,8 @@ def config_json(config: ModelConfig, architecture: str, model_type: str) -> dict
 
 def rows(config: ModelConfig):
   """The `Row` table of a RoBERTa of ``config``'s depth (``RobertaForMaskedLM`` names)."""
-  table = []
-  for row in hf_weights.rows(config):
-    if row.group == "nsp_head":
-      continue
-    theirs = _HEAD_NAMES.get(row.theirs) or row.theirs.replace("bert.", _PREFIX, 1)
-    table.append(dataclasses.replace(row, theirs=theirs))
-  return table
+  table = [row for row in hf_weights.rows(config) if row.group != "nsp_head"]
+  return weight_table.renamed(table, {**_HEAD_NAMES, "bert.": _PREFIX})
 
 
 def _our_shapes(config: ModelConfig) -> dict:
