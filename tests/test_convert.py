@@ -465,7 +465,7 @@ def test_distilbert_model_checkpoint_and_export_load_in_transformers(converted, 
 @pytest.mark.parametrize(
   "change,expected",
   [
-    ({"sinusoidal_pos_embds": True}, "sinusoidal_pos_embds=true"),
+    ({"sinusoidal_pos_embds": True}, "sinusoidal_pos_embds=True"),
     ({"activation": "relu"}, "activation='relu'"),
     ({"model_type": "gpt2"}, "describes a 'gpt2' model; convert handles model_type bert"),
   ],

@@ -249,7 +249,7 @@ def test_partial_sharing_has_no_hugging_face_layout():
 
   config = model_config_from_dict({"family": "albert", "size": "tiny", "layer_sharing": "ffn"})
   with pytest.raises(UserInputError, match="layer_sharing='ffn' has no Hugging Face ALBERT layout"):
-    albert_config.albert_config_from_model_config(config, "AlbertForPreTraining")
+    albert_config.config_json(config, "AlbertForPreTraining")
 
 
 def test_bert_with_the_tanh_gelu_is_not_exported_as_exact_gelu():

@@ -53,7 +53,7 @@ def test_xlnet_model_checkpoint_converts_to_the_trunk(tmp_path):
   params = weight_table.flatten(workdir_params.read_run(str(workdir)).params)
   assert "lm_loss_bias" not in params
   state = _state(model)
-  config = xlnet_weights.model_config_from_xlnet_config(model.config.to_dict(), "c")
+  config = xlnet_weights.model_config(model.config.to_dict(), "c")
   for row in xlnet_weights.rows(config):
     if row.group == "encoder":
       theirs = state[row.theirs.removeprefix("transformer.")]

@@ -30,7 +30,7 @@ def pair(request):
     transformers, torch, 1, mem_len=MEM_LEN, **SIZES[request.param]
   )
   state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-  config = xlnet_weights.model_config_from_xlnet_config(model.config.to_dict(), "config")
+  config = xlnet_weights.model_config(model.config.to_dict(), "config")
   params = xlnet_weights.params_from_hf(state, config)
   return model, state, config, params
 
@@ -131,10 +131,8 @@ def test_round_trip_is_bit_identical(pair):
   jax.tree.map(
     np.testing.assert_array_equal, weight_table.flatten(again), weight_table.flatten(params)
   )
-  back = xlnet_weights.xlnet_config_from_model_config(config, "XLNetLMHeadModel")
-  assert dataclasses.asdict(
-    xlnet_weights.model_config_from_xlnet_config(back, "c")
-  ) == dataclasses.asdict(config)
+  back = xlnet_weights.config_json(config, "XLNetLMHeadModel")
+  assert dataclasses.asdict(xlnet_weights.model_config(back, "c")) == dataclasses.asdict(config)
 
 
 def test_causal_transformer_xl_lm_with_memory_equals_transformers():
@@ -143,7 +141,7 @@ def test_causal_transformer_xl_lm_with_memory_equals_transformers():
     transformers, torch, 2, mem_len=MEM_LEN, attn_type="uni", **SIZES["small"]
   )
   state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-  config = xlnet_weights.model_config_from_xlnet_config(model.config.to_dict(), "config")
+  config = xlnet_weights.model_config(model.config.to_dict(), "config")
   assert config.causal
   params = xlnet_weights.params_from_hf(state, config)
   ours = jax.jit(lambda *a: XLNetLMHeadModel(config).apply({"params": params}, *a))

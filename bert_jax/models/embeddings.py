@@ -8,6 +8,21 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
 
 
+def position_ids(config: ModelConfig, input_ids_BL):
+  """Absolute positions 0..L-1 [B, L] (int32) of a batch of ``input_ids_BL``.
+
+  Raises:
+    ValueError: the sequence is longer than the position table.
+  """
+  length = input_ids_BL.shape[1]
+  if length > config.max_position_embeddings:
+    raise ValueError(
+      f"sequence length {length} exceeds model.max_position_embeddings="
+      f"{config.max_position_embeddings}"
+    )
+  return jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
+
+
 class Embeddings(nn.Module):
   """Sums word, position and token-type embeddings.
 

@@ -7,22 +7,25 @@ instead of testing a family's name or importing the family's modules;
   1. a package ``bert_jax/models/<f>/``: ``__init__.py`` (a docstring only, so importing one
      module of the package does not import all of it), its modules built from the shared
      blocks (`embeddings`, `attention/`, `feed_forward`, `blocks`, `encoder`, `heads`,
-     `recurrence`) changing only what differs: an encoder called on ``(ids, types, mask)``
+     `mlm_trunk`, `recurrence`) changing only what differs: an encoder called on ``(ids, types, mask)``
      returning ``(sequence, pooled)``, and a pretraining model whose trunk is that encoder
      under the scope ``bert`` (so fine-tuning restores it by that name);
   2. its Hugging Face interop in the package (e.g. ``<f>/hf.py``): the config-key rows as an
-     `interop.config_table.ConfigTable` (shared read/write, missing-key and integer checks;
-     ``interop.hf_config.KEYS`` are BERT's rows to extend), the weight rows over
-     `interop.weight_table` (``hf_weights.layer_rows`` for BERT-layout layers), and the
-     ``params_from_hf`` / ``hf_from_params`` / ``architecture`` functions;
+     `interop.config_table.ConfigTable` (shared read/write both ways: fixed settings,
+     ``model_type``, missing-key and integer checks; ``interop.hf_config.KEYS`` are BERT's
+     rows to extend, ``config_table.RECURRENT_KEYS`` Transformer-XL's), the weight rows over
+     `interop.weight_table` (``named_rows`` for embeddings and MLM heads,
+     ``hf_weights.layer_rows`` for BERT-layout layers, `interop.hf_state.HfState` for prefixed
+     and tied state dicts), and the ``MODEL_TYPE`` / ``model_config`` / ``config_json`` /
+     ``rows`` / ``params_from_hf`` / ``hf_from_params`` / ``architecture`` names;
   3. ``<f>/family.py`` defining ``FAMILY = family_spec.Family(...)``: ``name``, ``encoder``,
      ``pretraining_model``, ``train_flops`` (a `models/flops.py` formula or its own),
      and what differs from the defaults: ``pretraining_objective`` (one of
      `family_spec.OBJECTIVES`; a new objective also adds its task to
      ``tasks/registry.PRETRAINING_OBJECTIVES``), ``sentence_head``, ``causal_lm_model``,
      ``plain_examples`` / ``hidden_state_modules`` (`tools/embed`), ``hf``
-     (`family_spec.table_interop(model_type, label, model_config=..., config_json=..., rows=...,
-     params_from_hf=..., hf_from_params=..., architecture=...)`), ``hf_baseline``;
+     (`family_spec.module_interop(label, <f>.hf)`, or `family_spec.table_interop` naming the
+     functions one by one), ``hf_baseline``;
   4. one import and one entry in ``_FAMILIES`` below; its name in `bert_jax.names`
      (``names.FAMILIES``) and in ``tests/test_architecture._FAMILY_CONSTANTS``; its model keys
      on `ModelConfig` (`models/config.py`; family-only option groups as a section such as

@@ -89,6 +89,31 @@ def table_interop(
   return HfInterop(model_type, label, read_model_config, read_params, write)
 
 
+def module_interop(label: str, *modules) -> HfInterop:
+  """`table_interop` of a family's interop modules that name their parts as `table_interop`'s
+  arguments (``MODEL_TYPE``, ``model_config``, ``config_json``, ``rows``, ``params_from_hf``,
+  ``hf_from_params``, ``architecture``; e.g. `models/xlm/hf.py`).
+
+  Args:
+    label: the family's name in messages.
+    *modules: the interop modules; each part is taken from the first that has it.
+  """
+
+  def part(name):
+    return getattr(next(m for m in modules if hasattr(m, name)), name)
+
+  return table_interop(
+    part("MODEL_TYPE"),
+    label,
+    model_config=part("model_config"),
+    config_json=part("config_json"),
+    rows=part("rows"),
+    params_from_hf=part("params_from_hf"),
+    hf_from_params=part("hf_from_params"),
+    architecture=part("architecture"),
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
   """One model family: everything about it that code outside its own modules needs.

@@ -40,6 +40,21 @@ def output_head(
   return logits.astype(jnp.float32)
 
 
+def at_positions(x_BLD, positions_BP):
+  """The rows of ``x_BLD`` at ``positions_BP`` [B, P] (the masked positions), or all of them
+  when ``positions_BP`` is None."""
+  if positions_BP is None:
+    return x_BLD
+  return jnp.take_along_axis(x_BLD, positions_BP[:, :, None], axis=1)
+
+
+def output_bias(module: nn.Module, config: ModelConfig, name: str = "output_bias"):
+  """A vocabulary-sized float32 bias of ``module`` (call from its compact method), zeros at
+  init, shaped [1, 1, V] to add to logits [B, P, V]."""
+  bias_V = module.param(name, layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32)
+  return bias_V[None, None, :]
+
+
 class MaskedLmHead(nn.Module):
   """Dense + GELU + LayerNorm, then the tied word table and an output bias."""
 
@@ -53,7 +68,4 @@ class MaskedLmHead(nn.Module):
       layers.dense(config, self.width or config.hidden_size, ("embed", "mlp"), "transform")(x_BPD)
     )
     h_BPD = layers.layer_norm(config, "transform_norm")(h_BPD)
-    bias_V = self.param(
-      "output_bias", layers.zeros_init(("vocab",)), (config.vocab_size,), jnp.float32
-    )
-    return attend(h_BPD) + bias_V[None, None, :]
+    return attend(h_BPD) + output_bias(self, config)

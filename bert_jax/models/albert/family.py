@@ -7,7 +7,7 @@ from bert_jax.models.albert import hf_config as albert_config
 from bert_jax.models.albert import hf_weights as albert_weights
 from bert_jax.models.albert.model import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.blocks import FeedForwardSublayer
-from bert_jax.models.family_spec import Family, table_interop
+from bert_jax.models.family_spec import Family, module_interop
 from bert_jax.models.interop import hf_baseline
 
 
@@ -33,16 +33,7 @@ FAMILY = Family(
   AlbertForPreTraining,
   train_flops=flops.factorised_masked_lm_train_flops,
   hidden_state_modules=(FeedForwardSublayer,),  # Partly shared stacks end a layer with it.
-  hf=table_interop(
-    "albert",
-    "ALBERT",
-    model_config=albert_config.model_config_from_albert_config,
-    config_json=albert_config.albert_config_from_model_config,
-    rows=albert_weights.rows,
-    params_from_hf=albert_weights.params_from_hf,
-    hf_from_params=albert_weights.hf_from_params,
-    architecture=albert_weights.architecture,
-  ),
+  hf=module_interop("ALBERT", albert_config, albert_weights),
   hf_baseline=hf_baseline.albert_pretraining,
   check_config=_check_config,
 )

@@ -12,12 +12,17 @@ from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import hf_config
 from bert_jax.models.interop.config_table import ConfigTable
 
+MODEL_TYPE = "albert"
 # BERT's rows (AlbertConfig has BERT's key names) plus the factorised embedding width and the
 # activation. Optional keys default as AlbertConfig does.
 _TABLE = ConfigTable(
   hf_config.KEYS
   + (("embedding_size", "embedding_size", True), ("hidden_act", "hidden_act", False)),
   "an ALBERT config.json",
+  MODEL_TYPE,
+  fixed=(
+    (*hf_config.ABSOLUTE_POSITIONS, "bert_jax's ALBERT has absolute position embeddings only"),
+  ),
 )
 # AlbertConfig's own defaults where they differ from bert_jax's.
 _DEFAULTS = {
@@ -42,7 +47,7 @@ def _sharing(values, source: str) -> str:
   )
 
 
-def model_config_from_albert_config(values, source: str) -> ModelConfig:
+def model_config(values, source: str) -> ModelConfig:
   """The bert_jax model (family albert) of a Hugging Face ALBERT ``config.json``.
 
   Raises:
@@ -55,18 +60,12 @@ def model_config_from_albert_config(values, source: str) -> ModelConfig:
       f"{source} has hidden_act={values.get('hidden_act')!r}; bert_jax's ALBERT computes "
       "'gelu' (exact) or 'gelu_new' (tanh) only"
     )
-  positions = values.get("position_embedding_type", "absolute")
-  if positions != "absolute":
-    raise UserInputError(
-      f"{source} has position_embedding_type={positions!r}; bert_jax's ALBERT has absolute "
-      "position embeddings only"
-    )
   fields = _TABLE.read(values, source)
   fields.update(family=names.ALBERT, layer_sharing=_sharing(values, source))
   return model_config_from_dict(fields)
 
 
-def albert_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
+def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face ``config.json`` object (``transformers.AlbertConfig`` keys) for ``config``.
 
   Raises:
@@ -77,13 +76,10 @@ def albert_config_from_model_config(config: ModelConfig, architecture: str) -> d
       f"model.layer_sharing={config.layer_sharing!r} has no Hugging Face ALBERT layout "
       "(it shares all layers or none); export a model trained with 'all' or 'none'"
     )
-  values = _TABLE.write(config)
+  values = _TABLE.write(config, architecture)
   values.update(
-    architectures=[architecture],
-    model_type="albert",
     num_hidden_groups=1 if config.layer_sharing == "all" else config.num_layers,
     inner_group_num=1,
-    position_embedding_type="absolute",
     classifier_dropout_prob=config.hidden_dropout_rate,
   )
   return values

@@ -22,11 +22,11 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers, span_boundary
+from bert_jax.models import heads, layers, span_boundary
 from bert_jax.models.blocks import AttentionSublayer, EncoderBlock, FeedForwardSublayer
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
-from bert_jax.models.embeddings import Embeddings
+from bert_jax.models.embeddings import Embeddings, position_ids
 from bert_jax.models.encoder import Encoder, remat
 from bert_jax.models.heads import MaskedLmHead
 
@@ -119,13 +119,7 @@ class AlbertEncoder(nn.Module):
 
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
     """See `BertEncoder.__call__`; the mask's positive values are document ids."""
-    length = input_ids_BL.shape[1]
-    if length > self.config.max_position_embeddings:
-      raise ValueError(
-        f"sequence length {length} exceeds model.max_position_embeddings="
-        f"{self.config.max_position_embeddings}"
-      )
-    position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
+    position_ids_BL = position_ids(self.config, input_ids_BL)
     x_BLE = self.embeddings(input_ids_BL, token_type_ids_BL, position_ids_BL)
     x_BLD = self.encoder(self.embedding_projection(x_BLE), input_mask_BL)
     pooled_BD = jnp.tanh(self.pooler(x_BLD[:, 0]))
@@ -150,10 +144,7 @@ class AlbertForPreTraining(nn.Module):
     config = self.config
     albert = AlbertEncoder(config, self.deterministic, name="bert")
     x_BLD, pooled_BD = albert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    if masked_lm_positions_BP is None:
-      x_BPD = x_BLD
-    else:
-      x_BPD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
+    x_BPD = heads.at_positions(x_BLD, masked_lm_positions_BP)
     head = MaskedLmHead(config, width=config.embedding_width, name="mlm_head")
     mlm_logits_BPV = head(x_BPD, albert.attend)
     pooled_BD = Dropout(config.hidden_dropout_rate)(pooled_BD, deterministic=self.deterministic)

@@ -3,9 +3,9 @@
 import flax.linen as nn
 import jax.numpy as jnp
 
-from bert_jax.models import layers, span_boundary
+from bert_jax.models import heads, layers, span_boundary
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.embeddings import Embeddings
+from bert_jax.models.embeddings import Embeddings, position_ids
 from bert_jax.models.encoder import Encoder
 from bert_jax.models.heads import MaskedLmHead
 
@@ -38,13 +38,7 @@ class BertEncoder(nn.Module):
     Returns:
       (sequence_output [B, L, D], pooled_output [B, D]) in the compute dtype.
     """
-    length = input_ids_BL.shape[1]
-    if length > self.config.max_position_embeddings:
-      raise ValueError(
-        f"sequence length {length} exceeds model.max_position_embeddings="
-        f"{self.config.max_position_embeddings}"
-      )
-    position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
+    position_ids_BL = position_ids(self.config, input_ids_BL)
     x_BLD = self.embeddings(input_ids_BL, token_type_ids_BL, position_ids_BL)
     x_BLD = self.encoder(x_BLD, input_mask_BL)
     pooled_BD = jnp.tanh(self.pooler(x_BLD[:, 0]))
@@ -74,10 +68,7 @@ class BertForPreTraining(nn.Module):
     """
     bert = BertEncoder(self.config, self.deterministic, name="bert")
     x_BLD, pooled_BD = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    if masked_lm_positions_BP is None:
-      x_BPD = x_BLD
-    else:
-      x_BPD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
+    x_BPD = heads.at_positions(x_BLD, masked_lm_positions_BP)
     mlm_logits_BPV = MaskedLmHead(self.config, name="mlm_head")(x_BPD, bert.attend)
     nsp_logits_B2 = layers.dense(self.config, 2, ("mlp", "classes"), "nsp_head")(pooled_BD)
     outputs = {"mlm_logits": mlm_logits_BPV, "nsp_logits": nsp_logits_B2.astype(jnp.float32)}

@@ -13,7 +13,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
-from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.interop.hf_state import HfState
 
 MODEL_TYPE = "distilbert"
 _PREFIX = "distilbert."
@@ -37,24 +37,46 @@ _TABLE = ConfigTable(
     ("initializer_range", "initializer_range", False),
   ),
   "a DistilBERT config.json",
+  MODEL_TYPE,
+  fixed=(
+    (
+      "activation",
+      "gelu",
+      "bert_jax's DistilBERT uses the exact (erf) GELU ('gelu'): convert a model trained with "
+      "'gelu'",
+    ),
+    ("sinusoidal_pos_embds", False, "bert_jax's DistilBERT has learned position embeddings only"),
+    (
+      "tie_word_embeddings",
+      True,
+      "bert_jax ties the MLM projector to the word table, convert a model with tied embeddings",
+    ),
+  ),
 )
 
-_EMBEDDING_ROWS = (
-  Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
-  Row(
-    "bert/embeddings/position_embeddings/embedding",
+_EMBEDDING_ROWS = weight_table.named_rows(
+  "bert/embeddings/",
+  weight_table.EMBEDDING_PARAMS,
+  [
+    _WORD_TABLE,
     "distilbert.embeddings.position_embeddings.weight",
-    "encoder",
-  ),
-  Row("bert/embeddings/layer_norm/scale", "distilbert.embeddings.LayerNorm.weight", "encoder"),
-  Row("bert/embeddings/layer_norm/bias", "distilbert.embeddings.LayerNorm.bias", "encoder"),
+    None,  # No token types.
+    "distilbert.embeddings.LayerNorm.weight",
+    "distilbert.embeddings.LayerNorm.bias",
+  ],
+  "encoder",
 )
-_HEAD_ROWS = (
-  Row("mlm_head/transform/kernel", "vocab_transform.weight", "mlm_head", transpose=True),
-  Row("mlm_head/transform/bias", "vocab_transform.bias", "mlm_head"),
-  Row("mlm_head/transform_norm/scale", "vocab_layer_norm.weight", "mlm_head"),
-  Row("mlm_head/transform_norm/bias", "vocab_layer_norm.bias", "mlm_head"),
-  Row("mlm_head/output_bias", "vocab_projector.bias", "mlm_head"),
+_HEAD_ROWS = weight_table.named_rows(
+  "mlm_head/",
+  weight_table.MLM_HEAD_PARAMS,
+  [
+    "vocab_transform.weight",
+    "vocab_transform.bias",
+    "vocab_layer_norm.weight",
+    "vocab_layer_norm.bias",
+    "vocab_projector.bias",
+  ],
+  "mlm_head",
 )
 # DistilBERT's names of `weight_table.ENCODER_LAYER_PARAMS` inside ``transformer.layer.<i>.``.
 _LAYER_NAMES = (
@@ -84,22 +106,6 @@ def model_config(values, source: str) -> ModelConfig:
     UserInputError: sinusoidal positions, another activation, untied output embeddings, or
       missing / non-integer sizes.
   """
-  activation = values.get("activation", "gelu")
-  if activation != "gelu":
-    raise UserInputError(
-      f"{source} has activation={activation!r}; bert_jax's DistilBERT uses the exact (erf) "
-      "GELU ('gelu'): convert a model trained with 'gelu'"
-    )
-  if values.get("sinusoidal_pos_embds"):
-    raise UserInputError(
-      f"{source} has sinusoidal_pos_embds=true; bert_jax's DistilBERT has learned position "
-      "embeddings only"
-    )
-  if values.get("tie_word_embeddings") is False:
-    raise UserInputError(
-      f"{source} has tie_word_embeddings=false; bert_jax ties the MLM projector to the word "
-      "table, convert a model with tied embeddings"
-    )
   fields = _TABLE.read(values, source)
   return model_config_from_dict(
     dict(fields, family=names.DISTILBERT, layer_norm_eps=_LAYER_NORM_EPS)
@@ -113,20 +119,10 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
       f"model.layer_norm_eps={config.layer_norm_eps} but Hugging Face's DistilBERT fixes "
       f"{_LAYER_NORM_EPS}; the exported model would compute something else"
     )
-  values = _TABLE.write(config)
-  values.update(
-    architectures=[architecture],
-    model_type=MODEL_TYPE,
-    activation="gelu",
-    sinusoidal_pos_embds=False,
-    tie_word_embeddings=True,
-  )
-  return values
+  return _TABLE.write(config, architecture)
 
 
-def architecture(params) -> str:
-  """The ``transformers`` class that loads ``params`` with nothing missing."""
-  return "DistilBertForMaskedLM" if "mlm_head" in params else "DistilBertModel"
+architecture = weight_table.by_head("DistilBertForMaskedLM", "DistilBertModel")
 
 
 def rows(config: ModelConfig):
@@ -136,30 +132,11 @@ def rows(config: ModelConfig):
     for i in range(config.num_layers)
   ]
   layer_rows = weight_table.encoder_layer_rows(layers, _LAYER_NAMES, transposed=True)
-  return list(_EMBEDDING_ROWS) + layer_rows + list(_HEAD_ROWS)
+  return _EMBEDDING_ROWS + layer_rows + _HEAD_ROWS
 
 
-def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (unscanned) from a ``DistilBertModel`` / ``ForMaskedLM`` state dict.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert``, plus ``mlm_head`` when the checkpoint has it.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
-      projector differs from the word table it should repeat.
-  """
-  tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
-  weight_table.fold_tied_copies(tensors, {_TIED_PROJECTOR: _WORD_TABLE}, source, "DistilBERT")
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=frozenset((_TIED_PROJECTOR,) + _IGNORED),
-  )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (projector left tied)."""
-  return weight_table.export_params(rows(config), params)
+_STATE = HfState(
+  rows, "DistilBERT", _PREFIX, _TRUNK_PARTS, tied={_TIED_PROJECTOR: _WORD_TABLE}, ignored=_IGNORED
+)
+params_from_hf = _STATE.params_from_hf
+hf_from_params = _STATE.hf_from_params

@@ -13,14 +13,9 @@ a BERT teacher. What differs:
 """
 
 import flax.linen as nn
-import jax.numpy as jnp
 
-from bert_jax import names
-from bert_jax.models import layers
-from bert_jax.models.config import ModelConfig
-from bert_jax.models.embeddings import Embeddings
-from bert_jax.models.encoder import Encoder
-from bert_jax.models.heads import MaskedLmHead
+from bert_jax.models.embeddings import Embeddings, position_ids
+from bert_jax.models.mlm_trunk import MaskedLmModel, MlmTrunk
 
 
 class WordAndPositionEmbeddings(Embeddings):
@@ -31,67 +26,24 @@ class WordAndPositionEmbeddings(Embeddings):
     return self.dropout(self.layer_norm(x_BLD), deterministic=self.deterministic)
 
 
-class DistilBertEncoder(nn.Module):
-  """Embeddings + BERT encoder stack (+ the fine-tuning pre-classifier as ``pooler``).
+class DistilBertEncoder(MlmTrunk):
+  """Word + position embeddings + BERT encoder stack (+ the fine-tuning pre-classifier as
+  ``pooler``); ``config.type_vocab_size`` is unused."""
 
-  Attributes:
-    config: the model configuration (``type_vocab_size`` is unused).
-    deterministic: disables dropout (evaluation).
-    with_pooler: compute the pooled [CLS] vector; the pretraining model has no pooler.
-  """
+  embeddings_class = WordAndPositionEmbeddings
 
-  config: ModelConfig
-  deterministic: bool = True
-  with_pooler: bool = True
+  def embed(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """Word + position embeddings; token types are accepted for the common signature, unused
+    (DistilBERT has no segment embeddings)."""
+    del token_type_ids_BL, input_mask_BL
+    return self.embeddings(input_ids_BL, position_ids(self.config, input_ids_BL))
 
-  def setup(self):
-    self.embeddings = WordAndPositionEmbeddings(self.config, self.deterministic, name="embeddings")
-    self.encoder = Encoder(self.config, self.deterministic, name="encoder")
-    if self.with_pooler:
-      self.pooler = layers.dense(
-        self.config, self.config.hidden_size, (names.EMBED, names.MLP), "pooler"
-      )
-
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """Encodes a batch; ``token_type_ids_BL`` is accepted for the common signature, unused.
-
-    Returns:
-      (sequence_output [B, L, D], pooled_output [B, D] or None without the pooler).
-    """
-    del token_type_ids_BL  # DistilBERT has no segment embeddings.
-    length = input_ids_BL.shape[1]
-    if length > self.config.max_position_embeddings:
-      raise ValueError(
-        f"sequence length {length} exceeds model.max_position_embeddings="
-        f"{self.config.max_position_embeddings}"
-      )
-    position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
-    x_BLD = self.embeddings(input_ids_BL, position_ids_BL)
-    x_BLD = self.encoder(x_BLD, input_mask_BL)
-    # Pretrained DistilBERT checkpoints hold no pooler: without its params (tools/embed on such
-    # a checkpoint) the pooled output is None; initialisation and fine-tuning create it.
-    if not self.with_pooler or not (
-      self.is_initializing() or self.has_variable("params", "pooler")
-    ):
-      return x_BLD, None
-    # ReLU, not BERT's tanh: Hugging Face's DistilBERT pre-classifier.
-    return x_BLD, nn.relu(self.pooler(x_BLD[:, 0]))
-
-  def attend(self, x_BPD):
-    return self.embeddings.attend(x_BPD)
+  def pool(self, first_BD):
+    """ReLU, not BERT's tanh: Hugging Face's DistilBERT pre-classifier."""
+    return nn.relu(self.pooler(first_BD))
 
 
-class DistilBertForMaskedLM(nn.Module):
+class DistilBertForMaskedLM(MaskedLmModel):
   """DistilBERT with the masked-LM head (at the masked positions only); no sentence head."""
 
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
-    """Returns float32 ``mlm_logits`` [B, P, V] (every position when positions are None)."""
-    bert = DistilBertEncoder(self.config, self.deterministic, with_pooler=False, name="bert")
-    x_BLD, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    if masked_lm_positions_BP is not None:
-      x_BLD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
-    return {"mlm_logits": MaskedLmHead(self.config, name="mlm_head")(x_BLD, bert.attend)}
+  trunk = DistilBertEncoder

@@ -25,24 +25,14 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import flops, layers
+from bert_jax.models import flops, heads, layers
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.electra.options import generator_config
-from bert_jax.models.embeddings import Embeddings
+from bert_jax.models.embeddings import Embeddings, position_ids
 from bert_jax.models.encoder import Encoder
 
 # The PRNG stream the generator's samples are drawn from (`train/step.py` provides it).
 SAMPLING_RNG = "sampling"
-
-
-def _position_ids(input_ids_BL, config: ModelConfig):
-  length = input_ids_BL.shape[1]
-  if length > config.max_position_embeddings:
-    raise ValueError(
-      f"sequence length {length} exceeds model.max_position_embeddings="
-      f"{config.max_position_embeddings}"
-    )
-  return jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
 
 
 def _projection(config: ModelConfig):
@@ -83,7 +73,7 @@ class ElectraEncoder(nn.Module):
 
   def embed(self, input_ids_BL, token_type_ids_BL):
     """The (shared) embeddings [B, L, embedding_size], after LayerNorm and dropout."""
-    position_ids_BL = _position_ids(input_ids_BL, self.config)
+    position_ids_BL = position_ids(self.config, input_ids_BL)
     return self.embeddings(input_ids_BL, token_type_ids_BL, position_ids_BL)
 
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
@@ -129,10 +119,7 @@ class GeneratorHead(nn.Module):
       layers.dense(config, config.embedding_size, (names.EMBED, names.MLP), "dense")(x_BPG)
     )
     h_BPE = layers.layer_norm(config, "layer_norm")(h_BPE)
-    bias_V = self.param(
-      "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
-    )
-    return attend(h_BPE) + bias_V[None, None, :]
+    return attend(h_BPE) + heads.output_bias(self, config)
 
 
 def _replace_at(ids_BL, positions_BP, values_BP, weights_BP):
@@ -176,9 +163,8 @@ class ElectraForPreTraining(nn.Module):
     bert = ElectraEncoder(self.config, self.deterministic, name="bert")
     if self.config.electra.lone_generator:
       x_BLG, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-      if masked_lm_positions_BP is not None:
-        x_BLG = jnp.take_along_axis(x_BLG, masked_lm_positions_BP[:, :, None], axis=1)
-      return {"mlm_logits": GeneratorHead(gen_config, name="generator_head")(x_BLG, bert.attend)}
+      x_BPG = heads.at_positions(x_BLG, masked_lm_positions_BP)
+      return {"mlm_logits": GeneratorHead(gen_config, name="generator_head")(x_BPG, bert.attend)}
     generator = GeneratorEncoder(gen_config, self.deterministic, name="generator")
     gen_head = GeneratorHead(gen_config, name="generator_head")
     disc_head = DiscriminatorHead(self.config, name="discriminator_head")
@@ -189,7 +175,7 @@ class ElectraForPreTraining(nn.Module):
       x_BLH, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
       return {"mlm_logits": mlm_logits_BLV, "rtd_logits": disc_head(x_BLH)}
 
-    g_BPG = jnp.take_along_axis(g_BLG, masked_lm_positions_BP[:, :, None], axis=1)
+    g_BPG = heads.at_positions(g_BLG, masked_lm_positions_BP)
     mlm_logits_BPV = gen_head(g_BPG, bert.attend)
     temperature = self.config.electra.sampling_temperature
     sampled_BP = jax.random.categorical(

@@ -24,7 +24,22 @@ KEYS = (
   ("initializer_range", "initializer_range", False),
   ("layer_norm_eps", "layer_norm_eps", False),
 )
-_TABLE = ConfigTable(KEYS, "a BERT config.json")
+# A position scheme other than absolute has no counterpart in any of bert_jax's families.
+ABSOLUTE_POSITIONS = "position_embedding_type", "absolute"
+_TABLE = ConfigTable(
+  KEYS,
+  "a BERT config.json",
+  "bert",
+  fixed=(
+    (
+      "hidden_act",
+      "gelu",
+      "bert_jax's BERT uses the exact (erf) GELU ('gelu'), so this model's outputs would "
+      "change: convert a model trained with 'gelu'",
+    ),
+    (*ABSOLUTE_POSITIONS, "bert_jax's BERT has absolute position embeddings only"),
+  ),
+)
 
 
 def _check_architecture(values, source: str):
@@ -33,18 +48,6 @@ def _check_architecture(values, source: str):
     raise UserInputError(
       f"{source} describes a {model_type!r} model; convert handles BERT (model_type 'bert') "
       "and ALBERT ('albert') only"
-    )
-  activation = values.get("hidden_act", "gelu")
-  if activation != "gelu":
-    raise UserInputError(
-      f"{source} has hidden_act={activation!r}; bert_jax's BERT uses the exact (erf) GELU "
-      "('gelu'), so this model's outputs would change: convert a model trained with 'gelu'"
-    )
-  positions = values.get("position_embedding_type", "absolute")
-  if positions != "absolute":
-    raise UserInputError(
-      f"{source} has position_embedding_type={positions!r}; bert_jax's "
-      "BERT has absolute position embeddings only"
     )
   if values.get("is_decoder") or values.get("add_cross_attention"):
     raise UserInputError(
@@ -88,11 +91,4 @@ def bert_config_from_model_config(config: ModelConfig, architecture: str) -> dic
       f"model.hidden_act={config.hidden_act!r}: Hugging Face BERT exports carry the exact GELU "
       "('gelu') only, so this model's outputs would change; export a model trained with 'gelu'"
     )
-  values = _TABLE.write(config)
-  values.update(
-    architectures=[architecture],
-    model_type="bert",
-    hidden_act="gelu",
-    position_embedding_type="absolute",
-  )
-  return values
+  return _TABLE.write(config, architecture)

@@ -9,6 +9,7 @@ Checkpoints of ``BertModel`` (no ``bert.`` prefix, no heads), of ``BertForPreTra
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 
 _PREFIX = "bert."
@@ -24,34 +25,39 @@ _TIED_DECODER = {
 # A buffer (0..max_positions-1) that older versions of transformers saved with the weights.
 _IGNORED = ("bert.embeddings.position_ids",)
 
-_FIXED_ROWS = (
-  Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
-  Row(
-    "bert/embeddings/position_embeddings/embedding",
+EMBEDDING_ROWS = weight_table.named_rows(
+  "bert/embeddings/",
+  weight_table.EMBEDDING_PARAMS,
+  [
+    _WORD_TABLE,
     "bert.embeddings.position_embeddings.weight",
-    "encoder",
-  ),
-  Row(
-    "bert/embeddings/token_type_embeddings/embedding",
     "bert.embeddings.token_type_embeddings.weight",
-    "encoder",
-  ),
-  Row("bert/embeddings/layer_norm/scale", "bert.embeddings.LayerNorm.weight", "encoder"),
-  Row("bert/embeddings/layer_norm/bias", "bert.embeddings.LayerNorm.bias", "encoder"),
-  Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
-  Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
-  Row(
-    "mlm_head/transform/kernel",
-    "cls.predictions.transform.dense.weight",
+    "bert.embeddings.LayerNorm.weight",
+    "bert.embeddings.LayerNorm.bias",
+  ],
+  "encoder",
+)
+HEAD_ROWS = (
+  [
+    Row("bert/pooler/kernel", "bert.pooler.dense.weight", "pooler", transpose=True),
+    Row("bert/pooler/bias", "bert.pooler.dense.bias", "pooler"),
+  ]
+  + weight_table.named_rows(
+    "mlm_head/",
+    weight_table.MLM_HEAD_PARAMS,
+    [
+      "cls.predictions.transform.dense.weight",
+      "cls.predictions.transform.dense.bias",
+      "cls.predictions.transform.LayerNorm.weight",
+      "cls.predictions.transform.LayerNorm.bias",
+      _MLM_BIAS,
+    ],
     "mlm_head",
-    transpose=True,
-  ),
-  Row("mlm_head/transform/bias", "cls.predictions.transform.dense.bias", "mlm_head"),
-  Row("mlm_head/transform_norm/scale", "cls.predictions.transform.LayerNorm.weight", "mlm_head"),
-  Row("mlm_head/transform_norm/bias", "cls.predictions.transform.LayerNorm.bias", "mlm_head"),
-  Row("mlm_head/output_bias", _MLM_BIAS, "mlm_head"),
-  Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
-  Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
+  )
+  + [
+    Row("nsp_head/kernel", "cls.seq_relationship.weight", "nsp_head", transpose=True),
+    Row("nsp_head/bias", "cls.seq_relationship.bias", "nsp_head"),
+  ]
 )
 # Hugging Face's names of `weight_table.ENCODER_LAYER_PARAMS` inside ``layer.<i>.``.
 _LAYER_NAMES = (
@@ -84,13 +90,11 @@ def layer_rows(ours: str, theirs: str, num_layers: int, group: str):
 def rows(config: ModelConfig):
   """The `Row` table of a BERT of ``config``'s depth."""
   encoder_rows = layer_rows("bert/encoder", "bert.encoder.layer", config.num_layers, "encoder")
-  return list(_FIXED_ROWS[:5]) + encoder_rows + list(_FIXED_ROWS[5:])
+  return EMBEDDING_ROWS + encoder_rows + HEAD_ROWS
 
 
-def _canonical(name: str) -> str:
-  """``BertForPreTraining``'s name for a tensor of any BERT checkpoint flavour."""
-  if name.startswith(_TRUNK_PARTS):
-    name = _PREFIX + name
+def _current_name(name: str) -> str:
+  """The name of a tensor of an old checkpoint (LayerNorm ``gamma`` / ``beta``) today."""
   if ".LayerNorm." in name:
     name = name.replace(".LayerNorm.gamma", ".LayerNorm.weight").replace(
       ".LayerNorm.beta", ".LayerNorm.bias"
@@ -98,37 +102,19 @@ def _canonical(name: str) -> str:
   return name
 
 
+_STATE = HfState(
+  rows,
+  "BERT",
+  _PREFIX,
+  _TRUNK_PARTS,
+  tied=_TIED_DECODER,
+  ignored=_IGNORED,
+)
+hf_from_params = _STATE.hf_from_params
+
+
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (unscanned layout) from a Hugging Face BERT state dict.
-
-  Args:
-    state: mapping from Hugging Face tensor names to arrays.
-    config: the bert_jax model config the weights must fit.
-    source: where ``state`` came from, for error messages.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has
-    one), plus ``mlm_head`` / ``nsp_head`` when it has them.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
-      tied tensor differs from the one it should repeat.
-  """
-  tensors = {_canonical(name): value for name, value in state.items()}
-  weight_table.fold_tied_copies(tensors, _TIED_DECODER, source, "BERT")
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=frozenset(_TIED_DECODER) | frozenset(_IGNORED),
+  """`HfState.params_from_hf` of any BERT checkpoint flavour (old LayerNorm names too)."""
+  return _STATE.params_from_hf(
+    {_current_name(name): value for name, value in state.items()}, config, source
   )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """The inverse of `params_from_hf`: Hugging Face names -> numpy arrays.
-
-  The names are those ``save_pretrained`` writes to ``model.safetensors`` (tied copies of the
-  word table and the MLM bias left out), for the parts ``params`` holds.
-  """
-  return weight_table.export_params(rows(config), params)

@@ -72,6 +72,66 @@ ENCODER_LAYER_PARAMS = (
 )
 
 
+# BERT's embeddings (`models/embeddings.py`) and masked-LM head (`models/heads.py`), in the
+# order `named_rows` pairs them with a foreign layout's names.
+EMBEDDING_PARAMS = (
+  "word_embeddings/embedding",
+  "position_embeddings/embedding",
+  "token_type_embeddings/embedding",
+  "layer_norm/scale",
+  "layer_norm/bias",
+)
+MLM_HEAD_PARAMS = (
+  "transform/kernel",
+  "transform/bias",
+  "transform_norm/scale",
+  "transform_norm/bias",
+  "output_bias",
+)
+
+
+def named_rows(ours_prefix: str, params, foreign_names, group: str, *, transposed: bool = True):
+  """Rows of ``params`` (our suffixes) under ``ours_prefix``, paired in order with
+  ``foreign_names``; a None name skips the param (DistilBERT has no token-type table).
+
+  Args:
+    ours_prefix: e.g. ``"bert/embeddings/"``.
+    params: `EMBEDDING_PARAMS`, `MLM_HEAD_PARAMS` or another tuple of suffixes.
+    foreign_names: their full names, one per param.
+    group: the rows' group.
+    transposed: the foreign layout stores dense kernels as [out, in] (PyTorch ``Linear``).
+  """
+  if len(foreign_names) != len(params):
+    raise ValueError(f"{len(foreign_names)} foreign names for {len(params)} params")
+  return [
+    Row(ours_prefix + ours, theirs, group, transpose=transposed and ours.endswith("/kernel"))
+    for ours, theirs in zip(params, foreign_names)
+    if theirs is not None
+  ]
+
+
+def renamed(rows, theirs: Mapping[str, str], groups: Mapping[str, str] = None):
+  """``rows`` of another layout of the same parameters: each foreign name's first prefix found
+  in ``theirs`` (in its order) replaced by its value; ours and the groups renamed by the
+  ``groups`` mapping (a group's name is also its params' first path part, e.g. ``nsp_head``).
+  """
+  groups = groups or {}
+  out = []
+  for row in rows:
+    old = next((prefix for prefix in theirs if row.theirs.startswith(prefix)), "")
+    name = theirs[old] + row.theirs[len(old) :] if old else row.theirs
+    group = groups.get(row.group, row.group)
+    ours = group + row.ours[len(row.group) :] if row.group in groups else row.ours
+    out.append(dataclasses.replace(row, ours=ours, theirs=name, group=group))
+  return out
+
+
+def by_head(head_class: str, trunk_class: str, head: str = "mlm_head"):
+  """params -> the ``transformers`` class that loads them with nothing missing: ``head_class``
+  when they hold ``head``, else ``trunk_class``."""
+  return lambda params: head_class if head in params else trunk_class
+
+
 def encoder_layer_rows(layers, foreign_names, *, transposed: bool, group: str = REQUIRED_GROUP):
   """Rows of encoder layers in a foreign layout.
 
@@ -120,6 +180,16 @@ def to_ours(row: Row, array: np.ndarray, our_shape) -> np.ndarray:
   return (array.T if row.transpose else array).reshape(our_shape)
 
 
+def module_shapes(module: nn.Module) -> dict:
+  """{"bert/encoder/layer_0/...": shape} of the params ``module`` creates when called on
+  (ids, ids, ids + 1) of shape [1, 2] (every family's model signature)."""
+  ids = jnp.zeros((1, 2), jnp.int32)
+  rngs = {"params": jax.random.key(0), "hashing": jax.random.key(0)}
+  boxed = jax.eval_shape(lambda: module.init(rngs, ids, ids, ids + 1))
+  flat = flatten(nn.unbox(boxed)["params"])
+  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+
+
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/encoder/layer_0/...": shape} of the family's pretraining model, unscanned layout."""
@@ -129,16 +199,7 @@ def param_shapes(config: ModelConfig) -> dict:
   config = dataclasses.replace(
     config, scan_layers=False, remat_policy="none", attention_kind="dense"
   )
-  ids = jnp.zeros((1, 2), jnp.int32)
-  boxed = jax.eval_shape(
-    lambda: (
-      families.get(config.family)
-      .pretraining_model(config)
-      .init({"params": jax.random.key(0), "hashing": jax.random.key(0)}, ids, ids, ids + 1)
-    )
-  )
-  flat = flatten(nn.unbox(boxed)["params"])
-  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+  return module_shapes(families.get(config.family).pretraining_model(config))
 
 
 def _examples(names, count=3, separator=", "):

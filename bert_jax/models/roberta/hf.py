@@ -14,6 +14,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.family_spec import HfInterop, table_interop
 from bert_jax.models.interop import hf_config, hf_weights, weight_table
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.roberta.model import PADDING_IDX
 
 _PREFIX = "roberta."
@@ -49,9 +50,9 @@ def interop(family: str, model_type: str, label: str, stem: str) -> HfInterop:
     model_config=functools.partial(model_config, family=family),
     config_json=functools.partial(config_json, model_type=model_type),
     rows=rows,
-    params_from_hf=functools.partial(params_from_hf, label=label),
+    params_from_hf=hf_state(label).params_from_hf,
     hf_from_params=hf_from_params,
-    architecture=architecture_of(stem),
+    architecture=weight_table.by_head(f"{stem}ForMaskedLM", f"{stem}Model"),
   )
 
 
@@ -78,21 +79,10 @@ def config_json(config: ModelConfig, architecture: str, model_type: str) -> dict
   return dict(values, model_type=model_type, **_SPECIAL_IDS)
 
 
-def architecture_of(stem: str):
-  """params -> the ``transformers`` class (``<stem>ForMaskedLM`` / ``<stem>Model``) that loads
-  them with nothing missing."""
-  return lambda params: f"{stem}ForMaskedLM" if "mlm_head" in params else f"{stem}Model"
-
-
 def rows(config: ModelConfig):
   """The `Row` table of a RoBERTa of ``config``'s depth (``RobertaForMaskedLM`` names)."""
-  table = []
-  for row in hf_weights.rows(config):
-    if row.group == "nsp_head":
-      continue
-    theirs = _HEAD_NAMES.get(row.theirs) or row.theirs.replace("bert.", _PREFIX, 1)
-    table.append(dataclasses.replace(row, theirs=theirs))
-  return table
+  table = [row for row in hf_weights.rows(config) if row.group != "nsp_head"]
+  return weight_table.renamed(table, {**_HEAD_NAMES, "bert.": _PREFIX})
 
 
 def _our_shapes(config: ModelConfig) -> dict:
@@ -103,31 +93,14 @@ def _our_shapes(config: ModelConfig) -> dict:
   return shapes
 
 
-def params_from_hf(
-  state, config: ModelConfig, source: str = "the state dict", label: str = "RoBERTa"
-):
-  """bert_jax params (unscanned) of a ``(XLM)RobertaModel`` / ``...ForMaskedLM`` state dict.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert`` (with ``pooler`` if the checkpoint has one),
-    plus ``mlm_head`` when it has the LM head.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or a
-      tied copy differs from its original.
-  """
-  tensors = {(_PREFIX + n if n.startswith(_TRUNK_PARTS) else n): v for n, v in state.items()}
-  weight_table.fold_tied_copies(tensors, _TIED, source, label)
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=frozenset(_TIED) | frozenset(_IGNORED),
-    our_shapes=_our_shapes(config),
+def hf_state(label: str) -> HfState:
+  """The state dicts of ``(XLM)RobertaModel`` / ``...ForMaskedLM`` (the LM head, a pooler in
+  the trunk class's), with ``label`` in messages."""
+  return HfState(
+    rows, label, _PREFIX, _TRUNK_PARTS, tied=_TIED, ignored=_IGNORED, our_shapes=_our_shapes
   )
 
 
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (tied copies left out)."""
-  return weight_table.export_params(rows(config), params)
+_STATE = hf_state("RoBERTa")
+params_from_hf = _STATE.params_from_hf
+hf_from_params = _STATE.hf_from_params

@@ -13,15 +13,10 @@ What differs from BERT (`models/bert.py`):
 - the LM head is BERT's `MaskedLmHead` (dense, GELU, LayerNorm, tied decoder plus a bias).
 """
 
-import flax.linen as nn
 import jax.numpy as jnp
 
-from bert_jax import names
-from bert_jax.models import layers
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.embeddings import Embeddings
-from bert_jax.models.encoder import Encoder
-from bert_jax.models.heads import MaskedLmHead
+from bert_jax.models.mlm_trunk import MaskedLmModel, MlmTrunk
 
 # `<pad>`'s id in RoBERTa's and XLM-R's vocabs, and the position padding gets (fairseq).
 PADDING_IDX = 1
@@ -43,33 +38,12 @@ def position_ids(input_mask_BL):
   return jnp.cumsum(real_BL, axis=1) * real_BL + PADDING_IDX
 
 
-class RobertaEncoder(nn.Module):
-  """Embeddings + BERT encoder stack (+ the pooler when the params or the task have one).
+class RobertaEncoder(MlmTrunk):
+  """Embeddings (positions past the padding index) + BERT encoder stack (+ the pooler when the
+  params or the task have one)."""
 
-  Attributes:
-    config: the model configuration.
-    deterministic: disables dropout (evaluation).
-    with_pooler: create the pooler; the pretraining model has none.
-  """
-
-  config: ModelConfig
-  deterministic: bool = True
-  with_pooler: bool = True
-
-  def setup(self):
-    self.embeddings = Embeddings(self.config, self.deterministic, name="embeddings")
-    self.encoder = Encoder(self.config, self.deterministic, name="encoder")
-    if self.with_pooler:
-      self.pooler = layers.dense(
-        self.config, self.config.hidden_size, (names.EMBED, names.MLP), "pooler"
-      )
-
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """Encodes a batch (arguments as `BertEncoder`'s).
-
-    Returns:
-      (sequence_output [B, L, D], pooled_output [B, D], or None without a pooler).
-    """
+  def embed(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
+    """RoBERTa's embeddings of the batch: fairseq's positions, one segment type."""
     length = input_ids_BL.shape[1]
     if length > max_length(self.config):
       raise ValueError(
@@ -79,31 +53,10 @@ class RobertaEncoder(nn.Module):
       )
     if self.config.type_vocab_size == 1:
       token_type_ids_BL = jnp.zeros_like(input_ids_BL)
-    x_BLD = self.embeddings(input_ids_BL, token_type_ids_BL, position_ids(input_mask_BL))
-    x_BLD = self.encoder(x_BLD, input_mask_BL)
-    # RobertaForMaskedLM checkpoints hold no pooler: without its params (tools/embed on one)
-    # the pooled output is None; initialisation and fine-tuning create it.
-    if not self.with_pooler or not (
-      self.is_initializing() or self.has_variable("params", "pooler")
-    ):
-      return x_BLD, None
-    return x_BLD, jnp.tanh(self.pooler(x_BLD[:, 0]))
-
-  def attend(self, x_BPD):
-    return self.embeddings.attend(x_BPD)
+    return self.embeddings(input_ids_BL, token_type_ids_BL, position_ids(input_mask_BL))
 
 
-class RobertaForMaskedLM(nn.Module):
+class RobertaForMaskedLM(MaskedLmModel):
   """RoBERTa with its LM head (at the masked positions only); no pooler, no sentence head."""
 
-  config: ModelConfig
-  deterministic: bool = True
-
-  @nn.compact
-  def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
-    """Returns float32 ``mlm_logits`` [B, P, V] (every position when positions are None)."""
-    bert = RobertaEncoder(self.config, self.deterministic, with_pooler=False, name="bert")
-    x_BLD, _ = bert(input_ids_BL, token_type_ids_BL, input_mask_BL)
-    if masked_lm_positions_BP is not None:
-      x_BLD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
-    return {"mlm_logits": MaskedLmHead(self.config, name="mlm_head")(x_BLD, bert.attend)}
+  trunk = RobertaEncoder

@@ -3,7 +3,7 @@
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import flops, recurrence
-from bert_jax.models.family_spec import Family, table_interop
+from bert_jax.models.family_spec import Family, module_interop
 from bert_jax.models.transformer_xl import hf as transformer_xl_weights
 from bert_jax.models.transformer_xl.model import TransformerXLEncoder, TransformerXLLMHeadModel
 
@@ -28,14 +28,5 @@ FAMILY = Family(
   causal_lm_model=TransformerXLLMHeadModel,
   check_config=_check_config,
   plain_examples=True,
-  hf=table_interop(
-    transformer_xl_weights.MODEL_TYPE,
-    "Transformer-XL",
-    model_config=transformer_xl_weights.model_config,
-    config_json=transformer_xl_weights.config_json,
-    rows=transformer_xl_weights.rows,
-    params_from_hf=transformer_xl_weights.params_from_hf,
-    hf_from_params=transformer_xl_weights.hf_from_params,
-    architecture=transformer_xl_weights.architecture,
-  ),
+  hf=module_interop("Transformer-XL", transformer_xl_weights),
 )

@@ -15,16 +15,14 @@ buffer ``pos_emb.inv_freq``), so transformers loads with no key missing.
 import dataclasses
 import functools
 
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
-from bert_jax.models.interop import weight_table
+from bert_jax.models.interop import config_table, weight_table
 from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.transformer_xl import adaptive_config, adaptive_softmax
 from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
@@ -34,24 +32,18 @@ _PREFIX = "transformer."
 _INV_FREQ = "transformer.pos_emb.inv_freq"
 # (bert_jax model key, TransfoXLConfig key, required).
 _TABLE = ConfigTable(
-  (
-    ("vocab_size", "vocab_size", True),
-    ("hidden_size", "d_model", True),
-    ("num_layers", "n_layer", True),
-    ("num_heads", "n_head", True),
-    ("intermediate_size", "d_inner", True),
+  config_table.RECURRENT_KEYS
+  + (
     ("embedding_size", "d_embed", False),
-    ("hidden_dropout_rate", "dropout", False),
     ("attention_dropout_rate", "dropatt", False),
     ("initializer_range", "init_std", False),
     ("layer_norm_eps", "layer_norm_epsilon", False),
-    ("mem_len", "mem_len", False),
-    ("clamp_len", "clamp_len", False),
     ("same_length", "same_length", False),
     ("untie_r", "untie_r", False),
     ("pre_layer_norm", "pre_lnorm", False),
   ),
-  "a TransfoXLConfig",
+  "a Transformer-XL config.json",
+  MODEL_TYPE,
 )
 # Settings of TransfoXLConfig whose other values compute something bert_jax does not, with
 # the fix each refusal names.
@@ -83,10 +75,7 @@ def model_config(values, source: str) -> ModelConfig:
     UserInputError: another model type, an adaptive softmax or another setting bert_jax does
       not compute, heads that do not split d_model, or missing sizes.
   """
-  if not isinstance(values, dict) or values.get("model_type") != MODEL_TYPE:
-    raise UserInputError(
-      f"{source} is not a Transformer-XL config.json (model_type {MODEL_TYPE!r})"
-    )
+  _TABLE.check_type(values, source)
   for key, (supported, what) in _FIXED.items():
     value = values.get(key, supported)
     if value != supported and not (key == "sample_softmax" and value <= 0):
@@ -121,7 +110,7 @@ def model_config(values, source: str) -> ModelConfig:
 
 def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face ``config.json`` object (``transformers.TransfoXLConfig`` keys)."""
-  values = _TABLE.write(config)
+  values = _TABLE.write(config, architecture)
   values.update({key: supported for key, (supported, _) in _FIXED.items()})
   options = config.adaptive
   clusters = len(options.cutoffs) + 1
@@ -132,8 +121,6 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
     div_val=options.div_val,
     adaptive=bool(options.cutoffs),
     tie_projs=[adaptive_config.tied_projection(config, i) for i in range(clusters)],
-    architectures=[architecture],
-    model_type=MODEL_TYPE,
   )
   return values
 
@@ -232,19 +219,7 @@ def _tied_copies(config: ModelConfig) -> dict:
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/layer_0/...": shape} of `TransformerXLLMHeadModel`."""
-  ids = jnp.zeros((1, 2), jnp.int32)
-  boxed = jax.eval_shape(
-    lambda: TransformerXLLMHeadModel(config).init(jax.random.key(0), ids, ids, ids + 1)
-  )
-  flat = weight_table.flatten(nn.unbox(boxed)["params"])
-  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
-
-
-def _canonical(name: str) -> str:
-  """``TransfoXLLMHeadModel``'s name for a tensor of a ``TransfoXLModel`` checkpoint."""
-  if name.startswith(("word_emb.", "layers.", "pos_emb.", "r_w_bias", "r_r_bias")):
-    return _PREFIX + name
-  return name
+  return weight_table.module_shapes(TransformerXLLMHeadModel(config))
 
 
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
@@ -255,18 +230,16 @@ def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
       tied copy differs from its original.
   """
   config = dataclasses.replace(config, dtype="float32")
-  tensors = {_canonical(name): value for name, value in state.items()}
-  copies = _tied_copies(config)
-  weight_table.fold_tied_copies(tensors, copies, source, "Transformer-XL")
-  ignored = frozenset(copies) | {_INV_FREQ}
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=ignored,
-    our_shapes=param_shapes(config),
+  layout = HfState(
+    rows,
+    "Transformer-XL",
+    _PREFIX,
+    ("word_emb.", "layers.", "pos_emb.", "r_w_bias", "r_r_bias"),  # TransfoXLModel's names.
+    tied=_tied_copies(config),
+    ignored=(_INV_FREQ,),
+    our_shapes=param_shapes,
   )
+  return layout.params_from_hf(state, config, source)
 
 
 def hf_from_params(params, config: ModelConfig):
@@ -283,6 +256,4 @@ def hf_from_params(params, config: ModelConfig):
   return state
 
 
-def architecture(params) -> str:
-  """The transformers class that loads a Transformer-XL export of ``params``."""
-  return "TransfoXLLMHeadModel" if "output_bias" in params else "TransfoXLModel"
+architecture = weight_table.by_head("TransfoXLLMHeadModel", "TransfoXLModel", "output_bias")

@@ -2,7 +2,7 @@
 
 from bert_jax import names
 from bert_jax.models import flops
-from bert_jax.models.family_spec import CROSS_LINGUAL_LM, Family, table_interop
+from bert_jax.models.family_spec import CROSS_LINGUAL_LM, Family, module_interop
 from bert_jax.models.xlm import hf
 from bert_jax.models.xlm.model import XlmEncoder, XlmWithLMHead
 
@@ -14,14 +14,5 @@ FAMILY = Family(
   # MLM, CLM and TLM over its own data (tasks/xlm_pretraining.py, data/parallel_pairs.py).
   pretraining_objective=CROSS_LINGUAL_LM,
   sentence_head=False,
-  hf=table_interop(
-    hf.MODEL_TYPE,
-    "XLM",
-    model_config=hf.model_config,
-    config_json=hf.config_json,
-    rows=hf.rows,
-    params_from_hf=hf.params_from_hf,
-    hf_from_params=hf.hf_from_params,
-    architecture=hf.architecture,
-  ),
+  hf=module_interop("XLM", hf),
 )

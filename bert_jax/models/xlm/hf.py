@@ -13,6 +13,8 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import weight_table
+from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 
 MODEL_TYPE = "xlm"
@@ -20,19 +22,40 @@ _PREFIX = "transformer."
 _WORD_TABLE = "transformer.embeddings.weight"
 _TIED_PROJECTION = "pred_layer.proj.weight"
 _IGNORED = ("transformer.position_ids",)  # A buffer older transformers saved.
+# The first parts of XLMModel's names (XLMWithLMHeadModel's lack the prefix).
+_TRUNK_PARTS = (
+  "embeddings.",
+  "position_embeddings.",
+  "lang_embeddings.",
+  "layer_norm_emb.",
+  "attentions.",
+  "layer_norm1.",
+  "ffns.",
+  "layer_norm2.",
+  "position_ids",
+)
 
 # (bert_jax model key, XLMConfig key, required).
-_KEYS = (
-  ("vocab_size", "vocab_size", True),
-  ("hidden_size", "emb_dim", True),
-  ("num_layers", "n_layers", True),
-  ("num_heads", "n_heads", True),
-  ("max_position_embeddings", "max_position_embeddings", False),
-  ("hidden_dropout_rate", "dropout", False),
-  ("attention_dropout_rate", "attention_dropout", False),
-  ("layer_norm_eps", "layer_norm_eps", False),
-  ("initializer_range", "init_std", False),
-  ("causal", "causal", False),
+_TABLE = ConfigTable(
+  (
+    ("vocab_size", "vocab_size", True),
+    ("hidden_size", "emb_dim", True),
+    ("num_layers", "n_layers", True),
+    ("num_heads", "n_heads", True),
+    ("max_position_embeddings", "max_position_embeddings", False),
+    ("hidden_dropout_rate", "dropout", False),
+    ("attention_dropout_rate", "attention_dropout", False),
+    ("layer_norm_eps", "layer_norm_eps", False),
+    ("initializer_range", "init_std", False),
+    ("causal", "causal", False),
+  ),
+  "an XLM config.json",
+  MODEL_TYPE,
+  fixed=(
+    ("asm", False, "bert_jax's XLM has a full softmax output, not an adaptive one"),
+    ("gelu_activation", True, "bert_jax's XLM uses the exact GELU"),
+    ("is_encoder", True, "bert_jax's XLM is an encoder"),
+  ),
 )
 # XLM's names of `weight_table.ENCODER_LAYER_PARAMS` in layer ``{i}``, under ``transformer.``.
 _LAYER_NAMES = (
@@ -83,20 +106,7 @@ def model_config(values, source: str) -> ModelConfig:
     UserInputError: an adaptive softmax, ReLU, a decoder, missing / non-integer sizes, or
       languages that lang2id does not name.
   """
-  for key, wanted, why in (
-    ("asm", False, "bert_jax's XLM has a full softmax output, not an adaptive one"),
-    ("gelu_activation", True, "bert_jax's XLM uses the exact GELU"),
-    ("is_encoder", True, "bert_jax's XLM is an encoder"),
-  ):
-    if values.get(key, wanted) != wanted:
-      raise UserInputError(f"{source} has {key}={values[key]!r}; {why}")
-  missing = [theirs for _, theirs, required in _KEYS if required and theirs not in values]
-  if missing:
-    raise UserInputError(f"{source} lacks {', '.join(missing)}; is it an XLM config.json?")
-  fields = {ours: values[theirs] for ours, theirs, _ in _KEYS if values.get(theirs) is not None}
-  for key in ("vocab_size", "hidden_size", "num_layers", "num_heads"):
-    if not isinstance(fields[key], int) or isinstance(fields[key], bool):
-      raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
+  fields = _TABLE.read(values, source)
   xlm = {
     "languages": _languages(values, source),
     "use_lang_emb": bool(values.get("use_lang_emb", True)),
@@ -121,13 +131,8 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
       "Hugging Face's XLM fixes a 4 x hidden_size feed-forward with the exact GELU"
     )
   options = config.xlm
-  values = {theirs: getattr(config, ours) for ours, theirs, _ in _KEYS}
+  values = _TABLE.write(config, architecture)
   values.update(
-    architectures=[architecture],
-    model_type=MODEL_TYPE,
-    gelu_activation=True,
-    asm=False,
-    is_encoder=True,
     n_langs=options.n_langs,
     use_lang_emb=options.use_lang_emb,
     sinusoidal_embeddings=options.sinusoidal_embeddings,
@@ -138,23 +143,23 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
   return values
 
 
-def architecture(params) -> str:
-  """The ``transformers`` class that loads ``params`` with nothing missing."""
-  return "XLMWithLMHeadModel" if "mlm_head" in params else "XLMModel"
+architecture = weight_table.by_head("XLMWithLMHeadModel", "XLMModel")
 
 
 def rows(config: ModelConfig):
   """The `Row` table of an XLM of ``config`` (``XLMWithLMHeadModel`` names)."""
-  embedding_rows = [
-    Row("bert/embeddings/word_embeddings/embedding", _WORD_TABLE, "encoder"),
-    Row(
-      "bert/embeddings/position_embeddings/embedding",
+  embedding_rows = weight_table.named_rows(
+    "bert/embeddings/",
+    weight_table.EMBEDDING_PARAMS,
+    [
+      _WORD_TABLE,
       f"{_PREFIX}position_embeddings.weight",
-      "encoder",
-    ),
-    Row("bert/embeddings/layer_norm/scale", f"{_PREFIX}layer_norm_emb.weight", "encoder"),
-    Row("bert/embeddings/layer_norm/bias", f"{_PREFIX}layer_norm_emb.bias", "encoder"),
-  ]
+      None,  # No token types.
+      f"{_PREFIX}layer_norm_emb.weight",
+      f"{_PREFIX}layer_norm_emb.bias",
+    ],
+    "encoder",
+  )
   if config.xlm.has_language_embeddings:
     embedding_rows.append(
       Row(
@@ -173,29 +178,8 @@ def rows(config: ModelConfig):
   return embedding_rows + layer_rows + head_rows
 
 
-def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """Builds bert_jax params (unscanned) from an ``XLMModel`` / ``XLMWithLMHeadModel`` state dict.
-
-  Returns:
-    Nested dict of float32 numpy arrays: ``bert``, plus ``mlm_head`` when the checkpoint has it.
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
-      projection differs from the word table it should repeat.
-  """
-  tensors = {
-    (n if n.startswith((_PREFIX, "pred_layer.")) else _PREFIX + n): v for n, v in state.items()
-  }
-  weight_table.fold_tied_copies(tensors, {_TIED_PROJECTION: _WORD_TABLE}, source, "XLM")
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=frozenset((_TIED_PROJECTION,) + _IGNORED),
-  )
-
-
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (projection left tied)."""
-  return weight_table.export_params(rows(config), params)
+_STATE = HfState(
+  rows, "XLM", _PREFIX, _TRUNK_PARTS, tied={_TIED_PROJECTION: _WORD_TABLE}, ignored=_IGNORED
+)
+params_from_hf = _STATE.params_from_hf
+hf_from_params = _STATE.hf_from_params

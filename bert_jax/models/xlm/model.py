@@ -28,10 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bert_jax import names
-from bert_jax.models import layers
+from bert_jax.models import heads, layers
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
-from bert_jax.models.embeddings import Embeddings
+from bert_jax.models.embeddings import Embeddings, position_ids
 from bert_jax.models.encoder import Encoder
 
 
@@ -131,13 +131,9 @@ class XlmEncoder(nn.Module):
     """
     del token_type_ids_BL
     length = input_ids_BL.shape[1]
-    if length > self.config.max_position_embeddings:
-      raise ValueError(
-        f"sequence length {length} exceeds model.max_position_embeddings="
-        f"{self.config.max_position_embeddings}"
-      )
+    absolute_BL = position_ids(self.config, input_ids_BL)  # Checks the length either way.
     if position_ids_BL is None:
-      position_ids_BL = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), input_ids_BL.shape)
+      position_ids_BL = absolute_BL
     if language_ids_BL is None:
       language_ids_BL = jnp.zeros_like(input_ids_BL)
     real_BL1 = (input_mask_BL > 0)[:, :, None]
@@ -175,9 +171,8 @@ class XlmWithLMHead(nn.Module):
     x_BLD, _ = bert(
       input_ids_BL, token_type_ids_BL, input_mask_BL, position_ids_BL, language_ids_BL
     )
-    if masked_lm_positions_BP is not None:
-      x_BLD = jnp.take_along_axis(x_BLD, masked_lm_positions_BP[:, :, None], axis=1)
-    return {"mlm_logits": PredLayer(self.config, name="mlm_head")(x_BLD, word_table(bert))}
+    x_BPD = heads.at_positions(x_BLD, masked_lm_positions_BP)
+    return {"mlm_logits": PredLayer(self.config, name="mlm_head")(x_BPD, word_table(bert))}
 
 
 class PredLayer(nn.Module):
@@ -187,10 +182,7 @@ class PredLayer(nn.Module):
 
   @nn.compact
   def __call__(self, x_BPD, table_VD):
-    bias_V = self.param(
-      "output_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
-    )
     logits_BPV = jnp.einsum(
       "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
     )
-    return logits_BPV + bias_V[None, None, :]
+    return logits_BPV + heads.output_bias(self, self.config)

@@ -2,7 +2,7 @@
 
 from bert_jax import names
 from bert_jax.models import flops, recurrence
-from bert_jax.models.family_spec import PERMUTATION_LM, Family, table_interop
+from bert_jax.models.family_spec import PERMUTATION_LM, Family, module_interop
 from bert_jax.models.xlnet import hf as xlnet_weights
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
@@ -15,14 +15,5 @@ FAMILY = Family(
   sentence_head=False,
   causal_lm_model=XLNetLMHeadModel,
   check_config=recurrence.check_config,
-  hf=table_interop(
-    "xlnet",
-    "XLNet",
-    model_config=xlnet_weights.model_config_from_xlnet_config,
-    config_json=xlnet_weights.xlnet_config_from_model_config,
-    rows=xlnet_weights.rows,
-    params_from_hf=xlnet_weights.params_from_hf,
-    hf_from_params=xlnet_weights.hf_from_params,
-    architecture=xlnet_weights.architecture,
-  ),
+  hf=module_interop("XLNet", xlnet_weights),
 )

@@ -10,45 +10,45 @@ model is the trunk's ``pooler``.
 import dataclasses
 import functools
 
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
-from bert_jax.models.interop import weight_table
+from bert_jax.models.interop import config_table, weight_table
 from bert_jax.models.interop.config_table import ConfigTable
+from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetLMHeadModel
 
+MODEL_TYPE = names.XLNET
 _PREFIX = "transformer."
 _WORD_TABLE = "transformer.word_embedding.weight"
 _TIED = "lm_loss.weight"
+_TRUNK_PARTS = ("word_embedding.", "mask_emb", "layer.")  # XLNetModel names lack the prefix.
 # (bert_jax model key, XLNetConfig key, required).
 _TABLE = ConfigTable(
-  (
-    ("vocab_size", "vocab_size", True),
-    ("hidden_size", "d_model", True),
-    ("num_layers", "n_layer", True),
-    ("num_heads", "n_head", True),
-    ("intermediate_size", "d_inner", True),
-    ("hidden_dropout_rate", "dropout", False),
+  config_table.RECURRENT_KEYS
+  + (
     ("attention_dropout_rate", "dropout", False),
     ("initializer_range", "initializer_range", False),
     ("layer_norm_eps", "layer_norm_eps", False),
-    ("mem_len", "mem_len", False),
-    ("clamp_len", "clamp_len", False),
   ),
   "an XLNet config.json",
+  MODEL_TYPE,
+  # Settings of XLNetConfig whose other values compute something bert_jax's xlnet does not.
+  fixed=tuple(
+    (
+      key,
+      value,
+      f"bert_jax's xlnet supports {key}={value!r} only, so this model's outputs would change",
+    )
+    for key, value in (
+      ("ff_activation", "gelu"),
+      ("bi_data", False),
+      ("same_length", False),
+      ("reuse_len", None),
+    )
+  ),
 )
-# Settings of XLNetConfig whose other values compute something bert_jax's xlnet does not.
-_FIXED = {
-  "ff_activation": "gelu",
-  "bi_data": False,
-  "same_length": False,
-  "reuse_len": None,
-}
 # transformers' attn_type -> model.causal.
 _ATTN_TYPES = {"bi": False, "uni": True}
 _LAYER_ROWS = (
@@ -72,7 +72,7 @@ _LAYER_ROWS = (
 )
 
 
-def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
+def model_config(values, source: str) -> ModelConfig:
   """The bert_jax model of a Hugging Face XLNet ``config.json`` (``attn_type='uni'`` is
   ``model.causal``).
 
@@ -80,14 +80,7 @@ def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
     UserInputError: another model type, a setting bert_jax's xlnet does not compute
       (activation, bi_data, same_length, reuse_len), or missing sizes.
   """
-  if not isinstance(values, dict) or values.get("model_type") != names.XLNET:
-    raise UserInputError(f"{source} is not an XLNet config.json (model_type 'xlnet')")
-  for key, supported in _FIXED.items():
-    if values.get(key, supported) != supported:
-      raise UserInputError(
-        f"{source} has {key}={values[key]!r}; bert_jax's xlnet supports {key}={supported!r} "
-        "only, so this model's outputs would change"
-      )
+  _TABLE.check_type(values, source)
   fields = _TABLE.read(values, source)
   attn_type = values.get("attn_type", "bi")
   if attn_type not in _ATTN_TYPES:
@@ -96,10 +89,9 @@ def model_config_from_xlnet_config(values, source: str) -> ModelConfig:
   return model_config_from_dict(fields)
 
 
-def xlnet_config_from_model_config(config: ModelConfig, architecture: str) -> dict:
+def config_json(config: ModelConfig, architecture: str) -> dict:
   """A Hugging Face XLNet ``config.json`` object (``transformers.XLNetConfig`` keys)."""
-  values = _TABLE.write(config)
-  values.update(_FIXED, architectures=[architecture], model_type=names.XLNET)
+  values = _TABLE.write(config, architecture)
   values.update(d_head=config.head_dim, untie_r=True, attn_type="uni" if config.causal else "bi")
   return values
 
@@ -131,50 +123,27 @@ def rows(config: ModelConfig):
 @functools.lru_cache(maxsize=8)
 def param_shapes(config: ModelConfig) -> dict:
   """{"bert/layer_0/...": shape} of `XLNetLMHeadModel` plus the trunk's pooler."""
-  ids = jnp.zeros((1, 2), jnp.int32)
-  lm = jax.eval_shape(lambda: XLNetLMHeadModel(config).init(jax.random.key(0), ids, ids, ids + 1))
-  trunk = jax.eval_shape(lambda: XLNetEncoder(config).init(jax.random.key(0), ids, ids, ids + 1))
-  flat = weight_table.flatten(nn.unbox(lm)["params"])
-  flat.update({f"bert/{k}": v for k, v in weight_table.flatten(nn.unbox(trunk)["params"]).items()})
-  return {path: tuple(leaf.shape) for path, leaf in flat.items()}
+  shapes = weight_table.module_shapes(XLNetLMHeadModel(config))
+  trunk = weight_table.module_shapes(XLNetEncoder(config))
+  return shapes | {f"bert/{path}": shape for path, shape in trunk.items()}
 
 
-def _canonical(name: str) -> str:
-  """``XLNetLMHeadModel``'s name for a tensor of an XLNetModel / task checkpoint."""
-  if name.startswith(("word_embedding.", "mask_emb", "layer.")):
-    return _PREFIX + name
-  return name
+def _our_shapes(config: ModelConfig) -> dict:
+  return param_shapes(dataclasses.replace(config, dtype="float32"))
+
+
+_STATE = HfState(
+  rows, "XLNet", _PREFIX, _TRUNK_PARTS, tied={_TIED: _WORD_TABLE}, our_shapes=_our_shapes
+)
+_KEPT = (*_TRUNK_PARTS, _PREFIX, "sequence_summary.", "lm_loss.")
+hf_from_params = _STATE.hf_from_params
 
 
 def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """bert_jax params from a Hugging Face XLNet state dict (any of the classes above).
-
-  Raises:
-    UserInputError: tensors are missing, unexpected or of another shape (one message), or the
-      LM projection is not tied to the word table.
-  """
-  config = dataclasses.replace(config, dtype="float32")
-  tensors = {_canonical(name): value for name, value in state.items()}
-  weight_table.fold_tied_copies(tensors, {_TIED: _WORD_TABLE}, source, "XLNet")
-  # Task heads of transformers' XLNet classes (logits_proj, qa_outputs, ...) stay behind.
-  ignored = frozenset({_TIED}) | frozenset(
-    name for name in tensors if not name.startswith((_PREFIX, "sequence_summary.", "lm_loss."))
-  )
-  return weight_table.import_state(
-    rows(config),
-    tensors,
-    config,
-    source=source,
-    ignored=ignored,
-    our_shapes=param_shapes(config),
-  )
+  """`HfState.params_from_hf` of any of the classes above; the task heads of transformers'
+  XLNet classes (``logits_proj``, ``qa_outputs``, ...) stay behind."""
+  kept = {name: value for name, value in state.items() if name.startswith(_KEPT)}
+  return _STATE.params_from_hf(kept, config, source)
 
 
-def hf_from_params(params, config: ModelConfig):
-  """Hugging Face names -> numpy arrays for the parts ``params`` holds (no tied copy)."""
-  return weight_table.export_params(rows(config), params)
-
-
-def architecture(params) -> str:
-  """The transformers class that loads an XLNet export of ``params``."""
-  return "XLNetLMHeadModel" if "lm_loss_bias" in params else "XLNetModel"
+architecture = weight_table.by_head("XLNetLMHeadModel", "XLNetModel", "lm_loss_bias")
