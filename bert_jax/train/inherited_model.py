@@ -12,7 +12,7 @@ drop or change. Keys the source does not record keep the `ModelConfig` defaults 
 import dataclasses
 
 from bert_jax import workdir as workdir_lib
-from bert_jax.models.config import MODEL_SIZES, ModelConfig
+from bert_jax.models.config import MODEL_SIZES, ModelConfig, stored_model_section
 
 _MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
 
@@ -67,6 +67,6 @@ def resolve_model_section(model_section: dict, init_from: str, workdir: str | No
   """
   explicit = explicit_model_keys(model_section)
   run = source_run(init_from, workdir)
-  stored = run.read_config().get("model", {}) if run is not None else {}
+  stored = stored_model_section(run.read_config()) if run is not None else {}
   inherited = {k: v for k, v in stored.items() if k in _MODEL_KEYS and k not in explicit}
   return {**inherited, **explicit}

@@ -11,7 +11,6 @@ optimizer state, step, rng and data position are never taken over.
 """
 
 import dataclasses
-import json
 
 import jax
 import numpy as np
@@ -21,6 +20,7 @@ from etils import epath
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
+from bert_jax.models.config import stored_model_section
 from bert_jax.train import layer_layout
 
 # The shared trunk's name in every task model (heads are the other top-level names).
@@ -48,8 +48,7 @@ def _flat(tree):
 
 def _stored_model_section(step_dir: epath.Path) -> dict:
   """The ``model`` section of the checkpoint's ``config.json`` (empty if it has none)."""
-  path = step_dir.parent.parent / "config.json"
-  return json.loads(path.read_text()).get("model", {}) if path.exists() else {}
+  return stored_model_section(workdir_lib.of_checkpoint(step_dir).read_config())
 
 
 def _differing_model_keys(stored_model: dict, model_config) -> str:

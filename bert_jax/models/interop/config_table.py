@@ -28,7 +28,8 @@ class ConfigTable:
   """Rows ``(ours, theirs, required)`` of one Hugging Face config class.
 
   Attributes:
-    rows: the key table; optional keys default as their config class and ours both do.
+    rows: the key table; optional keys default as their config class and ours both do. A
+      dotted key of ours (``recurrence.mem_len``) is a key of a nested model section.
     what: what a config.json of the family is called in messages ("a BERT config.json").
   """
 
@@ -44,9 +45,14 @@ class ConfigTable:
     missing = [theirs for _, theirs, required in self.rows if required and theirs not in values]
     if missing:
       raise UserInputError(f"{source} lacks {', '.join(missing)}; is it {self.what}?")
-    fields = {
-      ours: values[theirs] for ours, theirs, _ in self.rows if values.get(theirs) is not None
-    }
+    fields = {}
+    for ours, theirs, _ in self.rows:
+      if values.get(theirs) is not None:
+        *sections, key = ours.split(".")
+        section = fields
+        for name in sections:
+          section = section.setdefault(name, {})
+        section[key] = values[theirs]
     for key in _INT_KEYS:
       if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
         raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
@@ -54,4 +60,11 @@ class ConfigTable:
 
   def write(self, config) -> dict:
     """Their keys of ``config`` (a `ModelConfig`)."""
-    return {theirs: getattr(config, ours) for ours, theirs, _ in self.rows}
+    return {theirs: _value(config, ours) for ours, theirs, _ in self.rows}
+
+
+def _value(config, dotted: str):
+  """``config``'s value of a key, dotted through nested sections (``recurrence.mem_len``)."""
+  for name in dotted.split("."):
+    config = getattr(config, name)
+  return config

@@ -37,8 +37,8 @@ _TABLE = ConfigTable(
     ("attention_dropout_rate", "dropout", False),
     ("initializer_range", "initializer_range", False),
     ("layer_norm_eps", "layer_norm_eps", False),
-    ("mem_len", "mem_len", False),
-    ("clamp_len", "clamp_len", False),
+    ("recurrence.mem_len", "mem_len", False),
+    ("recurrence.clamp_len", "clamp_len", False),
   ),
   "an XLNet config.json",
 )
