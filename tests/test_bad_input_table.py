@@ -148,6 +148,8 @@ CASES = [
   # Segment memory (data.objective='clm') and the permutation LM.
   ("clm_negative_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.recurrence.mem_len=-1"], "model.recurrence.mem_len=-1 must be >= 0"),
   ("clm_eval_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.recurrence.eval_mem_len=-2"], "model.recurrence.eval_mem_len=-2 must be >= -1"),
+  ("moved_model_key", MAIN, lambda p: [XL_TINY, "--config.model.mem_len=8"], "model.mem_len is now model.recurrence.mem_len"),
+  ("moved_model_key_finetune", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", "--config.model.span_boundary_objective=True"], "model.span_boundary_objective is now model.span_boundary.enabled"),
   ("clm_family_without_memory", MAIN, lambda p: [TINY, "--config.data.objective=clm"], "needs a family with Transformer-XL memory (xlnet, transformer_xl)"),
   ("clm_not_causal", MAIN, lambda p: [XL_TINY, "--config.model.causal=False"], "set model.causal=True"),
   ("clm_segments_do_not_fit", MAIN, lambda p: [XL_TINY, "--config.global_batch_size=65536"], "do not give 65536 rows one 32-token segment"),
