@@ -10,6 +10,8 @@ import dataclasses
 import json
 import shutil
 
+import jax
+import numpy as np
 import pytest
 
 from bert_jax.default_config import base_config, finetune_config
@@ -19,6 +21,7 @@ from bert_jax.models.transformer_xl import hf as transformer_xl_hf
 from bert_jax.models.xlnet import hf as xlnet_hf
 from bert_jax.tasks.distillation import read_teacher
 from bert_jax.tools.workdir_params import read_run
+from bert_jax.train import init_from
 from bert_jax.train.settings import settings_from_config
 from tests import finetune_fixtures
 
@@ -158,3 +161,28 @@ def test_an_old_layout_run_resumes(tiny_pretrained_workdir, tmp_path):
   assert steps[-1] == 41
   stored = stored_model_section(json.loads((workdir / "config.json").read_text()))
   assert model_config_from_dict(stored) == read_run(str(tiny_pretrained_workdir)).model
+
+
+def test_a_fine_tuning_flag_sets_one_key_of_a_section(planted):
+  config = finetune_config("classification")
+  config.init_from = str(planted)
+  config.data.train_path = config.data.eval_path = str(planted / "config.json")  # Unread.
+  config.model.recurrence.eval_mem_len = 3  # --config.model.recurrence.eval_mem_len=3
+  model = settings_from_config(config).model
+  # The section's other keys, and the other sections, are still init_from's.
+  assert (model.recurrence.mem_len, model.recurrence.eval_mem_len) == (7, 3)
+  assert (model.albert.layer_sharing, model.span_boundary.max_offset) == ("none", 5)
+
+
+def test_a_misfit_names_the_nested_keys_that_differ(planted, tiny_pretrained_workdir):
+  run = read_run(str(tiny_pretrained_workdir))
+  params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), run.params)
+  params["bert"]["embeddings"]["word_embeddings"]["embedding"] = jax.ShapeDtypeStruct(
+    (10, run.model.hidden_size), np.float32
+  )
+  with pytest.raises(UserInputError) as error:
+    init_from.check_fits(str(planted), params, run.model)
+  assert "--config.model.recurrence.mem_len=7 " in str(error.value)
+  assert "--config.model.albert.layer_sharing=none " in str(error.value)
+  assert "--config.model.span_boundary.max_offset=5 " in str(error.value)
+  assert "--config.model.vocab_size=8192" not in str(error.value)  # Equal in both.

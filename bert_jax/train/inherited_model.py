@@ -4,7 +4,8 @@ A fine-tuning config (`bert_jax.default_config.finetune_config`) leaves every ar
 of its ``model`` section unset. Each unset key takes its value from the ``config.json`` of the
 run the model comes from: the workdir's own run when it resumes, else ``init_from`` (a
 pretraining run, a fine-tuned run or converted weights). A key set in the config (by the config
-file or a ``--config.model.*`` flag) wins; whether it fits the checkpoint is checked against
+file or a ``--config.model.*`` flag; in a nested section such as ``model.recurrence``, key by
+key) wins; whether it fits the checkpoint is checked against
 the checkpoint's parameters (`bert_jax.train.init_from.check_fits`), which names the keys to
 drop or change. Keys the source does not record keep the `ModelConfig` defaults (BERT-base).
 """
@@ -27,7 +28,7 @@ def explicit_model_keys(model_section: dict) -> dict:
     {key: value} of the set keys; an unknown ``size`` stays for `model_config_from_dict` to
     report.
   """
-  explicit = {k: v for k, v in model_section.items() if v is not None}
+  explicit = _set_keys(model_section)
   size = explicit.get("size")
   if size in MODEL_SIZES:
     del explicit["size"]
@@ -37,6 +38,17 @@ def explicit_model_keys(model_section: dict) -> dict:
     explicit.setdefault("num_heads", heads)
     explicit.setdefault("intermediate_size", 4 * hidden)
   return explicit
+
+
+def _set_keys(section: dict) -> dict:
+  """``section`` without its unset (None) keys; a nested section keeps its set keys, if any."""
+  kept = {}
+  for key, value in section.items():
+    if isinstance(value, dict):
+      value = _set_keys(value) or None
+    if value is not None:
+      kept[key] = value
+  return kept
 
 
 def source_run(init_from: str, workdir: str | None) -> workdir_lib.Workdir | None:
@@ -68,5 +80,10 @@ def resolve_model_section(model_section: dict, init_from: str, workdir: str | No
   explicit = explicit_model_keys(model_section)
   run = source_run(init_from, workdir)
   stored = stored_model_section(run.read_config()) if run is not None else {}
-  inherited = {k: v for k, v in stored.items() if k in _MODEL_KEYS and k not in explicit}
-  return {**inherited, **explicit}
+  inherited = {k: v for k, v in stored.items() if k in _MODEL_KEYS}
+  merged = {**inherited, **explicit}
+  for key, value in explicit.items():
+    # A nested section's set keys win one by one; its other keys are the source's.
+    if isinstance(value, dict) and isinstance(inherited.get(key), dict):
+      merged[key] = {**inherited[key], **value}
+  return merged

@@ -11,6 +11,7 @@ optimizer state, step, rng and data position are never taken over.
 """
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -55,12 +56,11 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
   """ "model.x=<checkpoint's>" for each model key where the checkpoint's config differs."""
   if model_config is None or not stored_model:
     return ""
-  ours = {k: getattr(model_config, k) for k in stored_model if hasattr(model_config, k)}
+  # JSON's view of ours (tuples as lists), compared key by key, nested sections dotted.
+  ours = _dotted(json.loads(json.dumps(dataclasses.asdict(model_config))))
+  theirs = _dotted(stored_model)
   diffs = [
-    f"--config.model.{k}={stored_model[k]}"
-    for k in sorted(ours)
-    # Nested sections (lsh, electra, adaptive, xlm, ...) are not single flags.
-    if not dataclasses.is_dataclass(ours[k]) and stored_model[k] != ours[k]
+    f"--config.model.{k}={theirs[k]}" for k in sorted(theirs) if k in ours and theirs[k] != ours[k]
   ]
   return (
     f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "
@@ -68,6 +68,17 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
     if diffs
     else ""
   )
+
+
+def _dotted(section: dict, prefix: str = "") -> dict:
+  """{"recurrence.mem_len": value, ...}: a model section's keys, nested sections dotted."""
+  flat = {}
+  for key, value in section.items():
+    if isinstance(value, dict):
+      flat.update(_dotted(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
 
 
 def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
