@@ -35,7 +35,8 @@ LOCK_FILE = "run.lock"
 ERRORS_LOG = "errors.log"
 PREDICTIONS_DIR = "predictions"
 # The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only),
-# plus "memory" for a causal LM with segment memory (data.objective='clm', model.mem_len > 0).
+# plus "memory" for a causal LM with segment memory (data.objective='clm',
+# model.recurrence.mem_len > 0).
 STATE_ITEM = "state"
 
 

@@ -1,8 +1,8 @@
 """The Transformer-XL causal LM (``data.objective='clm'``): next-token loss with segment memory.
 
 Every batch row is a stream of consecutive segments (`data/segment_batches.py`); the model
-attends to the previous segments' hidden states (the memory, ``model.recurrence.mem_len`` per layer) as
-well as to the current segment, causally. The memory is part of the train state
+attends to the previous segments' hidden states (the memory, ``model.recurrence.mem_len`` per
+layer) as well as to the current segment, causally. The memory is part of the train state
 (`train/state.py`): each step reads the previous step's and leaves its own, with the gradient
 stopped; document ids reset it, since a token only attends to memory of its own document.
 
@@ -43,7 +43,8 @@ class CausalLmTask:
 
   @property
   def eval_mem_len(self) -> int:
-    """Memory positions per layer at evaluation (``model.recurrence.eval_mem_len``, -1 = ``mem_len``)."""
+    """Memory positions per layer at evaluation (``model.recurrence.eval_mem_len``; -1 =
+    ``mem_len``)."""
     eval_mem_len = self.model_config.recurrence.eval_mem_len
     return self.mem_len if eval_mem_len < 0 else eval_mem_len
 

@@ -5,8 +5,8 @@ memory caches, `recurrence.next_memory`). transformer_xl is a causal LM over tok
 examples are the line's tokens alone (no [CLS] / [SEP], no sentence pairs).
 
 With ``memory_across_lines`` the lines of a document are embedded in order, each attending to
-the memory of the lines before it (``mem_len`` positions, the run's ``model.recurrence.mem_len`` unless
-given): a blank line ends a document and resets the memory, and is not an example. Documents
+the memory of the lines before it (``mem_len`` positions, the run's
+``model.recurrence.mem_len`` unless given): a blank line ends a document and resets the memory, and is not an example. Documents
 run side by side, one per batch row; a row's memory holds only real tokens (padding is never
 cached), right-aligned so the newest memory is next to the line, as in training.
 """
@@ -110,7 +110,8 @@ def hidden_states(
   mem_len = mem_len or model.recurrence.mem_len
   if mem_len < 1:
     raise UserInputError(
-      f"--memory_across_lines needs a memory, but the run has model.recurrence.mem_len={model.recurrence.mem_len}; "
+      "--memory_across_lines needs a memory, but the run has model.recurrence.mem_len="
+      f"{model.recurrence.mem_len}; "
       "pass --mem_len=N (N > 0)"
     )
   hidden = np.zeros((count, len(layers), length, model.hidden_size), np.float32)

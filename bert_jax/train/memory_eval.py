@@ -2,8 +2,8 @@
 
 Transformer-XL evaluates with a longer memory than it trained with; this re-runs the trainer's
 own eval (`loop.evaluate`: the held-out streams from their start, a fresh memory carried from
-segment to segment) on a finished workdir with ``model.recurrence.eval_mem_len`` replaced, and writes
-nothing.
+segment to segment) on a finished workdir with ``model.recurrence.eval_mem_len`` replaced, and
+writes nothing.
 """
 
 import dataclasses

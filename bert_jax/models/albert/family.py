@@ -22,7 +22,8 @@ def _check_config(config):
     )
   if config.scan_layers and config.albert.layer_sharing != "all":
     raise UserInputError(
-      f"model.scan_layers=True with model.albert.layer_sharing={config.albert.layer_sharing!r} is not "
+      "model.scan_layers=True with model.albert.layer_sharing="
+      f"{config.albert.layer_sharing!r} is not "
       "supported; use model.albert.layer_sharing 'all' or 'none', or scan_layers=False"
     )
 

@@ -1,8 +1,8 @@
 """Hugging Face ALBERT ``config.json`` (``transformers.AlbertConfig`` keys) <-> the model section.
 
 Hugging Face groups ALBERT's layers: ``num_hidden_groups`` groups of ``inner_group_num`` layers,
-layer i using group ``i * groups // layers``. bert_jax's ``model.albert.layer_sharing="all"`` is one group of
-one layer and ``"none"`` one group per layer; the paper's attention-only / FFN-only sharing and
+layer i using group ``i * groups // layers``. bert_jax's ``model.albert.layer_sharing="all"``
+is one group of one layer and ``"none"`` one group per layer; the paper's attention-only / FFN-only sharing and
 other groupings have no counterpart on the other side, and are refused.
 """
 
@@ -74,7 +74,8 @@ def albert_config_from_model_config(config: ModelConfig, architecture: str) -> d
   """
   if config.albert.layer_sharing not in ("all", "none"):
     raise UserInputError(
-      f"model.albert.layer_sharing={config.albert.layer_sharing!r} has no Hugging Face ALBERT layout "
+      f"model.albert.layer_sharing={config.albert.layer_sharing!r} has no Hugging Face ALBERT "
+      "layout "
       "(it shares all layers or none); export a model trained with 'all' or 'none'"
     )
   values = _TABLE.write(config)
