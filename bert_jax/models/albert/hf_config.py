@@ -2,8 +2,8 @@
 
 Hugging Face groups ALBERT's layers: ``num_hidden_groups`` groups of ``inner_group_num`` layers,
 layer i using group ``i * groups // layers``. bert_jax's ``model.albert.layer_sharing="all"``
-is one group of one layer and ``"none"`` one group per layer; the paper's attention-only / FFN-only sharing and
-other groupings have no counterpart on the other side, and are refused.
+is one group of one layer and ``"none"`` one group per layer; the paper's attention-only /
+FFN-only sharing and other groupings have no counterpart on the other side, and are refused.
 """
 
 from bert_jax import names

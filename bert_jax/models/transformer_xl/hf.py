@@ -8,8 +8,9 @@ d_emb_i], as bert_jax's kernels); ``qkv_net`` is bert_jax's fused [d_model, 3 * 
 head_dim] kernel. transformers keeps tied tensors under several names: the softmax tables
 ``crit.out_layers.i.weight`` are the word tables, the ``crit.out_projs.i`` that ``tie_projs``
 ties are input projections, and without ``model.recurrence.untie_r`` every layer's
-``r_w_bias`` / ``r_r_bias`` is the trunk's. Imports check that the copies agree; exports write them all (and the sinusoid
-buffer ``pos_emb.inv_freq``), so transformers loads with no key missing.
+``r_w_bias`` / ``r_r_bias`` is the trunk's. Imports check that the copies agree; exports
+write them all (and the sinusoid buffer ``pos_emb.inv_freq``), so transformers loads with no
+key missing.
 """
 
 import dataclasses
