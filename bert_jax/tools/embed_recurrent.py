@@ -7,8 +7,9 @@ examples are the line's tokens alone (no [CLS] / [SEP], no sentence pairs).
 With ``memory_across_lines`` the lines of a document are embedded in order, each attending to
 the memory of the lines before it (``mem_len`` positions, the run's
 ``model.recurrence.mem_len`` unless given): a blank line ends a document and resets the
-memory, and is not an example. Documents run side by side, one per batch row; a row's memory holds only real tokens (padding is never
-cached), right-aligned so the newest memory is next to the line, as in training.
+memory, and is not an example. Documents run side by side, one per batch row; a row's memory
+holds only real tokens (padding is never cached), right-aligned so the newest memory is next
+to the line, as in training.
 """
 
 import dataclasses
