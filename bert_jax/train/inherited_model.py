@@ -51,8 +51,13 @@ def _set_keys(section: dict) -> dict:
   return kept
 
 
-def source_run(init_from: str, workdir: str | None) -> workdir_lib.Workdir | None:
-  """The run whose model the unset keys take: the workdir being resumed, else ``init_from``.
+def source_model_section(init_from, workdir: str | None) -> dict:
+  """The stored model section the unset keys take: the workdir's own when it resumes, else
+  ``init_from``'s ({} with neither).
+
+  Args:
+    init_from: the run's ``init_from`` ("" = none), or its `workdir.InitFromChain`.
+    workdir: the run's workdir; when it holds checkpoints it is the source (resume).
 
   Raises:
     UserInputError: ``init_from`` is set but holds no checkpoint.
@@ -60,26 +65,25 @@ def source_run(init_from: str, workdir: str | None) -> workdir_lib.Workdir | Non
   if workdir is not None:
     own = workdir_lib.Workdir.at(workdir)
     if own.has_checkpoints() and own.config_json.exists():
-      return own
-  if init_from:
-    return workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
-  return None
+      return stored_model_section(own.read_config())
+  if not isinstance(init_from, workdir_lib.InitFromChain):
+    init_from = workdir_lib.InitFromChain(init_from)
+  return stored_model_section(init_from.first()[1])
 
 
-def resolve_model_section(model_section: dict, init_from: str, workdir: str | None = None) -> dict:
+def resolve_model_section(model_section: dict, init_from, workdir: str | None = None) -> dict:
   """The ``model`` section with every unset key filled from the source run's config.json.
 
   Args:
     model_section: the config's ``model`` section as a plain dict (None = unset).
-    init_from: the run's ``init_from`` ("" = none).
+    init_from: the run's ``init_from`` ("" = none), or its `workdir.InitFromChain`.
     workdir: the run's workdir; when it holds checkpoints it is the source (resume).
 
   Returns:
     A section for `bert_jax.models.config.model_config_from_dict`.
   """
   explicit = explicit_model_keys(model_section)
-  run = source_run(init_from, workdir)
-  stored = stored_model_section(run.read_config()) if run is not None else {}
+  stored = source_model_section(init_from, workdir)
   inherited = {k: v for k, v in stored.items() if k in _MODEL_KEYS}
   merged = {**inherited, **explicit}
   for key, value in explicit.items():
