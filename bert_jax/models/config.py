@@ -136,8 +136,8 @@ class ModelConfig:
   )
   pre_layer_norm: bool = option(
     False,
-    help="LayerNorm before attention and FFN instead of after the residual (transformer_xl; "
-    "HF TransfoXL's pre_lnorm).",
+    help="transformer_xl: LayerNorm before attention and FFN (HF TransfoXL's pre_lnorm) "
+    "instead of after the residual",
   )
   causal: bool = option(
     False,
