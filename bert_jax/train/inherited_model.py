@@ -5,9 +5,8 @@ of its ``model`` section unset. Each unset key takes its value from the ``config
 run the model comes from: the workdir's own run when it resumes, else ``init_from`` (a
 pretraining run, a fine-tuned run or converted weights). A key set in the config (by the config
 file or a ``--config.model.*`` flag; in a nested section such as ``model.recurrence``, key by
-key) wins; whether it fits the checkpoint is checked against
-the checkpoint's parameters (`bert_jax.train.init_from.check_fits`), which names the keys to
-drop or change. Keys the source does not record keep the `ModelConfig` defaults (BERT-base).
+key) wins; whether it fits the checkpoint is checked against the checkpoint's parameters
+(`bert_jax.train.init_from.check_fits`), which names the keys to drop or change. Keys the source does not record keep the `ModelConfig` defaults (BERT-base).
 """
 
 import dataclasses
