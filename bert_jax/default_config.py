@@ -60,14 +60,13 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   """
   config = base_config()
   config.task = task
-  # The model is init_from's: every architecture key starts unset and takes the value in
-  # init_from's config.json (train/inherited_model.py); without init_from, BERT-base. A key
-  # set in a config or by --config.model.<key> wins and is checked against the checkpoint.
+  # The model is init_from's: every architecture key (nested sections key by key) starts
+  # unset and takes the value in init_from's config.json (train/inherited_model.py); without
+  # init_from, BERT-base. A key set in a config or by --config.model.<key> (or
+  # --config.model.<section>.<key>) wins and is checked against the checkpoint.
   for key in list(config.model):
     if key not in _RUNTIME_MODEL_KEYS:
-      config.model[key] = ml_collections.config_dict.placeholder(
-        config.model.get_ref(key).get_type()
-      )
+      _unset(config.model, key)
   config.num_train_epochs = 3.0
   config.warmup_fraction = 0.1
   config.global_batch_size = 32
@@ -78,6 +77,15 @@ def finetune_config(task: str) -> ml_collections.ConfigDict:
   config.optimizer.learning_rate = 2e-5
   config.data = config_fields.config_dict(FinetuneDataConfig)
   return config
+
+
+def _unset(section: ml_collections.ConfigDict, key: str):
+  """Makes ``section.key`` a typed placeholder; a nested section's keys each."""
+  if isinstance(section[key], ml_collections.ConfigDict):
+    for inner in list(section[key]):
+      _unset(section[key], inner)
+  else:
+    section[key] = ml_collections.config_dict.placeholder(section.get_ref(key).get_type())
 
 
 def multitask_config(members) -> ml_collections.ConfigDict:

@@ -35,7 +35,8 @@ LOCK_FILE = "run.lock"
 ERRORS_LOG = "errors.log"
 PREDICTIONS_DIR = "predictions"
 # The item of a checkpoint step that holds {"params", "opt_state", "step"} (or params only),
-# plus "memory" for a causal LM with segment memory (data.objective='clm', model.mem_len > 0).
+# plus "memory" for a causal LM with segment memory (data.objective='clm',
+# model.recurrence.mem_len > 0).
 STATE_ITEM = "state"
 
 
@@ -174,3 +175,51 @@ def find_checkpoint(path, flag: str = "") -> epath.Path:
 def of_checkpoint(step_dir) -> Workdir:
   """The workdir a ``checkpoints/<step>`` directory belongs to."""
   return Workdir(epath.Path(step_dir).parent.parent)
+
+
+class InitFromChain:
+  """The runs an ``init_from`` leads to, nearest first, each config.json read once.
+
+  What ``init_from`` gives a run comes from here: its model section (the first run's), its
+  casing and vocab (the first run that records them; a model fine-tuned twice keeps its
+  pretraining vocab). The chain follows each run's own ``init_from`` (paths stored relative to
+  a workdir are read so) and is read lazily: a run is read only when an answer needs it. It
+  ends at a run without config.json or one already seen.
+  """
+
+  def __init__(self, init_from: str):
+    self._next = str(init_from or "")
+    self._runs: list[tuple[Workdir, dict]] = []
+    self._seen: set = set()
+
+  def __iter__(self):
+    """Yields (Workdir, its config.json as a dict, {} without one), nearest first.
+
+    Raises:
+      UserInputError: ``init_from`` (or one it leads to) holds no checkpoint.
+    """
+    index = 0
+    while True:
+      if index == len(self._runs) and not self._extend():
+        return
+      yield self._runs[index]
+      index += 1
+
+  def _extend(self) -> bool:
+    """Reads the next run of the chain; False at its end."""
+    if not self._next:
+      return False
+    run = of_checkpoint(find_checkpoint(self._next, flag="init_from"))
+    self._next = ""
+    if run.path in self._seen:
+      return False
+    self._seen.add(run.path)
+    config = run.read_config()
+    self._runs.append((run, config))
+    if config:
+      self._next = run.resolve(config.get("init_from", ""))
+    return True
+
+  def first(self) -> tuple["Workdir | None", dict]:
+    """(the run ``init_from`` names, its config.json) or (None, {}) without ``init_from``."""
+    return next(iter(self), (None, {}))

@@ -21,7 +21,7 @@ def get_config(arg=None):
   config.model.family = "albert"
   config.model.size = "large"  # L=24, H=1024, A=16, intermediate 4096.
   config.model.embedding_size = 128  # Factorised embeddings: E=128 projected to H.
-  config.model.layer_sharing = "all"  # One layer's weights, applied 24 times.
+  config.model.albert.layer_sharing = "all"  # One layer's weights, applied 24 times.
   config.model.hidden_act = "gelu_new"  # The tanh GELU of ALBERT's code (HF's ALBERT v2).
   config.model.vocab_size = 30000  # ALBERT's SentencePiece vocab; must match data.vocab_path.
   config.model.hidden_dropout_rate = 0.0  # ALBERT trains without dropout.

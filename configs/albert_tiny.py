@@ -21,7 +21,7 @@ def get_config(arg=None):
   config.model.size = "tiny"  # H=128, A=2, intermediate 512.
   config.model.num_layers = 4  # Four applications of the one shared layer.
   config.model.embedding_size = 64  # Factorised embeddings: E=64 projected to H=128.
-  config.model.layer_sharing = "all"  # One layer's weights for all four.
+  config.model.albert.layer_sharing = "all"  # One layer's weights for all four.
   config.model.hidden_act = "gelu_new"  # ALBERT's tanh GELU.
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
   config.model.max_position_embeddings = 128

@@ -25,8 +25,8 @@ def get_config(arg=None):
   config.model.layer_norm_eps = 1e-5  # The PyTorch original and transformers (not BERT's 1e-12).
   config.model.size = "tiny"  # L=2, H=128, A=2, intermediate 512.
   config.model.vocab_size = 8192  # The embedded corpus's vocab.txt.
-  config.model.mem_len = 32  # Memory positions per layer in training.
-  config.model.eval_mem_len = 64  # Eval may look further back than training did.
+  config.model.recurrence.mem_len = 32  # Memory positions per layer in training.
+  config.model.recurrence.eval_mem_len = 64  # Eval may look further back than training did.
   config.data.objective = "clm"  # Next-token loss over consecutive segments.
   config.data.max_seq_length = 32  # tgt_len: tokens per segment.
   config.optimizer.learning_rate = 1e-3  # Small models take a larger step.

@@ -22,7 +22,7 @@ _MODEL = {
   "embedding_size": 32,
   "vocab_size": 300,
   "max_position_embeddings": 32,
-  "span_boundary_objective": True,
+  "span_boundary": {"enabled": True},
 }
 
 
@@ -77,7 +77,7 @@ def test_scan_and_remat_change_nothing(reference, overrides):
 
 @pytest.mark.parametrize("sharing,shared", [("attention", "attention"), ("ffn", "ffn")])
 def test_partial_sharing_stores_one_sublayer(sharing, shared):
-  task = _task(layer_sharing=sharing)
+  task = _task(albert={"layer_sharing": sharing})
   batch = task.random_batch(2)
   params = AlbertForPreTraining(task.model_config).init(
     jax.random.key(0), *task.model_inputs(batch)
@@ -90,9 +90,12 @@ def test_partial_sharing_stores_one_sublayer(sharing, shared):
 @pytest.mark.parametrize(
   "overrides,message",
   [
-    ({"layer_sharing": "half"}, "model.layer_sharing='half' is unknown; choose one of all"),
-    ({"layer_sharing": "ffn", "scan_layers": True}, "scan_layers=True with model.layer_sharing"),
-    ({"reversible": True}, "model.reversible=True needs model.layer_sharing='none'"),
+    ({"albert": {"layer_sharing": "half"}}, "model.albert.layer_sharing='half' is unknown"),
+    (
+      {"albert": {"layer_sharing": "ffn"}, "scan_layers": True},
+      "scan_layers=True with model.albert.layer_sharing",
+    ),
+    ({"reversible": True}, "model.reversible=True needs model.albert.layer_sharing='none'"),
     ({"hidden_act": "relu"}, "model.hidden_act='relu' is unknown"),
   ],
 )
@@ -148,8 +151,8 @@ def _albert_config(**overrides):
     **{
       "model.family": "albert",
       "model.embedding_size": 64,
-      "model.layer_sharing": "all",
-      "model.span_boundary_objective": True,
+      "model.albert.layer_sharing": "all",
+      "model.span_boundary.enabled": True,
       "data.objective": "sop",
       **overrides,
     }

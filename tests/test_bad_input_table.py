@@ -146,8 +146,10 @@ CASES = [
   ("nan_eps", MAIN, lambda p: [TINY, "--config.optimizer.eps=nan"], "optimizer.eps=nan"),
   ("lease", MAIN, lambda p: [TINY, "--config.lock_lease_secs=0.0"], "lock_lease_secs=0.0"),
   # Segment memory (data.objective='clm') and the permutation LM.
-  ("clm_negative_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.mem_len=-1"], "model.mem_len=-1 must be >= 0"),
-  ("clm_eval_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.eval_mem_len=-2"], "model.eval_mem_len=-2 must be >= -1"),
+  ("clm_negative_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.recurrence.mem_len=-1"], "model.recurrence.mem_len=-1 must be >= 0"),
+  ("clm_eval_mem_len", MAIN, lambda p: [XL_TINY, "--config.model.recurrence.eval_mem_len=-2"], "model.recurrence.eval_mem_len=-2 must be >= -1"),
+  ("moved_model_key", MAIN, lambda p: [XL_TINY, "--config.model.mem_len=8"], "model.mem_len is now model.recurrence.mem_len"),
+  ("moved_model_key_finetune", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", "--config.model.span_boundary_objective=True"], "model.span_boundary_objective is now model.span_boundary.enabled"),
   ("clm_family_without_memory", MAIN, lambda p: [TINY, "--config.data.objective=clm"], "needs a family with Transformer-XL memory (xlnet, transformer_xl)"),
   ("clm_not_causal", MAIN, lambda p: [XL_TINY, "--config.model.causal=False"], "set model.causal=True"),
   ("clm_segments_do_not_fit", MAIN, lambda p: [XL_TINY, "--config.global_batch_size=65536"], "do not give 65536 rows one 32-token segment"),
@@ -157,7 +159,7 @@ CASES = [
   ("memory_length_negative", _with_name(memory_length.main), lambda p: ["--mem_lens=-1", "--steps=1"], "memory lengths must be >= 0"),
   ("permutation_predicts_nothing", MAIN, lambda p: [XLNET_TINY, "--config.data.max_predictions_per_seq=0"], "data.max_predictions_per_seq is 0"),
   ("transformer_xl_not_causal", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl"], "is a causal LM"),
-  ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.same_length=True"], "but model.mem_len=0"),
+  ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.recurrence.same_length=True"], "but model.recurrence.mem_len=0"),
   ("transformer_xl_masked_lm", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True"], "has no masked-LM pretraining"),
   # Workdirs.
   ("workdir_is_file", MAIN, lambda p: [TINY, f"--workdir={p['a_file']}"], "a_file"),

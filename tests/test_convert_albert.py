@@ -48,7 +48,7 @@ def test_parameter_counts_equal_hugging_face(size, sharing, expected):
       "family": "albert",
       "vocab_size": 30000,
       "embedding_size": 128,
-      "layer_sharing": sharing,
+      "albert": {"layer_sharing": sharing},
       **size,
     }
   )
@@ -116,7 +116,7 @@ def test_converted_model_equals_transformers(converted, name):
   model, _, workdir = converted[name]
   run = workdir_params.read_run(str(workdir))
   assert run.model.family == "albert"
-  assert run.model.layer_sharing == ("all" if name == "a" else "none")
+  assert run.model.albert.layer_sharing == ("all" if name == "a" else "none")
   assert sorted(run.params) == ["bert", "mlm_head", "sop_head"]
   inputs = hf_reference.random_inputs(
     run.model.vocab_size, type_vocab_size=run.model.type_vocab_size
@@ -247,7 +247,9 @@ def test_unsupported_hugging_face_albert_fails_with_one_line(
 def test_partial_sharing_has_no_hugging_face_layout():
   from bert_jax.models.albert import hf_config as albert_config  # pylint: disable=g-import-not-at-top
 
-  config = model_config_from_dict({"family": "albert", "size": "tiny", "layer_sharing": "ffn"})
+  config = model_config_from_dict(
+    {"family": "albert", "size": "tiny", "albert": {"layer_sharing": "ffn"}}
+  )
   with pytest.raises(UserInputError, match="layer_sharing='ffn' has no Hugging Face ALBERT layout"):
     albert_config.config_json(config, "AlbertForPreTraining")
 

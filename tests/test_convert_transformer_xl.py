@@ -34,7 +34,7 @@ def test_lm_round_trip_loads_in_transformers_with_nothing_missing(safe, tmp_path
   model.save_pretrained(hf_dir, safe_serialization=safe)
   assert _convert("--from=hf", f"--input={hf_dir}", f"--output={workdir}") == 0
   run = workdir_params.read_run(str(workdir))
-  assert (run.model.family, run.model.mem_len, run.model.embedding_size) == (
+  assert (run.model.family, run.model.recurrence.mem_len, run.model.embedding_size) == (
     "transformer_xl",
     5,
     16,

@@ -84,7 +84,7 @@ def _log_probs(outputs):
 
 def _zero_memory(config):
   # transformers' first segment attends to mem_len zero vectors (its init_mems).
-  return [jnp.zeros((B, config.mem_len, config.hidden_size))] * config.num_layers
+  return [jnp.zeros((B, config.recurrence.mem_len, config.hidden_size))] * config.num_layers
 
 
 def _assert_memory_equal(ours, theirs):
@@ -141,14 +141,14 @@ def test_training_loss_equals_transformers_losses(pair):
 
 def test_no_memory_equals_transformers_with_mem_len_0(pair):
   model, _, config, params = pair
-  if config.same_length:
+  if config.recurrence.same_length:
     pytest.skip("same_length needs mem_len > 0")
   model.reset_memory_length(0)
   try:
     with torch.no_grad():
       theirs = _theirs(model, _ids(config, 2))
   finally:
-    model.reset_memory_length(config.mem_len)
+    model.reset_memory_length(config.recurrence.mem_len)
   assert theirs.mems is None
   mine = jax.jit(lambda ids: _ours(config, params, ids, None))(_ids(config, 2))
   np.testing.assert_allclose(_log_probs(mine), theirs.prediction_scores.numpy(), atol=1e-5)

@@ -2,8 +2,6 @@
 that resets at document boundaries. The held-out-loss-vs-memory measurement is
 `bert_jax.tools.memory_length` (too slow for the suite)."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +11,7 @@ from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.models.xlnet.model import XLNetLMHeadModel
 
 LM = ModelConfig(
@@ -58,13 +57,13 @@ def test_rows_get_consecutive_segments_per_host_and_resume_anywhere():
 
 
 def test_memory_of_another_document_is_not_seen():
-  params = XLNetLMHeadModel(dataclasses.replace(LM, mem_len=4)).init(
+  params = XLNetLMHeadModel(with_recurrence(LM, mem_len=4)).init(
     jax.random.key(0),
     jnp.ones((1, 4), jnp.int32),
     jnp.zeros((1, 4), jnp.int32),
     jnp.ones((1, 4), jnp.int32),
   )["params"]
-  model = XLNetLMHeadModel(dataclasses.replace(LM, mem_len=4))
+  model = XLNetLMHeadModel(with_recurrence(LM, mem_len=4))
   ids_BL = jnp.array([[5, 6, 7, 8]])
   types_BL = jnp.zeros_like(ids_BL)
   memory = [jax.random.normal(jax.random.key(i), (1, 4, 64)) for i in range(2)]

@@ -32,7 +32,7 @@ def test_hf_round_trip_through_a_workdir_is_bit_identical(tmp_path):
   model.save_pretrained(hf_dir)
   assert convert.main(["convert", "--from=hf", f"--input={hf_dir}", f"--output={workdir}"]) == 0
   run = workdir_params.read_run(str(workdir))
-  assert run.model.family == "xlnet" and run.model.mem_len == 8
+  assert run.model.family == "xlnet" and run.model.recurrence.mem_len == 8
   assert convert.main(["convert", "--to=hf", f"--input={workdir}", f"--output={back}"]) == 0
   exported = safetensors_numpy.load_file(str(back / "model.safetensors"))
   original = _state(model)

@@ -14,6 +14,7 @@ import pytest
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.models.xlnet import permutation
 from bert_jax.tasks import pretraining
 from bert_jax.train import step as step_lib
@@ -116,8 +117,8 @@ def test_permutation_settings_that_predict_nothing_are_one_line_errors():
 
 
 def test_negative_memory_is_a_one_line_error():
-  with pytest.raises(UserInputError, match=r"model.mem_len=-1 must be >= 0"):
-    dataclasses.replace(TINY, mem_len=-1)
+  with pytest.raises(UserInputError, match=r"model.recurrence.mem_len=-1 must be >= 0"):
+    with_recurrence(TINY, mem_len=-1)
 
 
 def test_sharded_permutation_lm_step_equals_single_device():

@@ -7,7 +7,10 @@ from typing import Any
 from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
+from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.electra.options import ElectraOptions
+from bert_jax.models.recurrence_options import RecurrenceOptions
+from bert_jax.models.span_boundary_options import SpanBoundaryOptions
 from bert_jax.models.transformer_xl import adaptive_config
 from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
 from bert_jax.models.xlm.options import XlmOptions
@@ -33,8 +36,6 @@ _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 ATTENTION_KINDS = ("dense", "fused", "splash", "auto", "lsh", "local")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
-# ALBERT's cross-layer sharing: every layer's weights, only attention's, only the FFN's, none.
-LAYER_SHARING = ("all", "attention", "ffn", "none")
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new")  # Exact (erf) GELU; its tanh form (ALBERT v2).
 
 
@@ -130,42 +131,8 @@ class ModelConfig:
   lsh: LshOptions = option(
     default_factory=LshOptions, help="Options of the lsh and local attention kinds."
   )
-  layer_sharing: str = option(
-    "all", help="albert: cross-layer sharing, all | attention | ffn | none (ALBERT: all)."
-  )
   hidden_act: str = option(
     "gelu", help="Feed-forward / MLM-head activation: gelu (exact) | gelu_new (tanh, ALBERT v2)."
-  )
-  span_boundary_objective: bool = option(
-    False, help="SpanBERT's span boundary objective: an extra head and loss (sbo_loss)."
-  )
-  span_boundary_max_offset: int = option(
-    10, help="SBO: rows of its relative-position table; offsets in a span are clipped to it."
-  )
-  mem_len: int = option(
-    0,
-    help="xlnet, transformer_xl: hidden states of earlier segments each layer attends to "
-    "(Transformer-XL memory); 0 = none",
-  )
-  eval_mem_len: int = option(
-    -1,
-    help="xlnet, transformer_xl causal LM (data.objective='clm'): memory at evaluation, may "
-    "exceed mem_len (Transformer-XL evaluates with a longer one); -1 = mem_len, 0 = no memory",
-  )
-  clamp_len: int = option(
-    -1,
-    help="xlnet, transformer_xl: relative distances beyond this are clipped to it; -1 = no "
-    "clipping",
-  )
-  same_length: bool = option(
-    False,
-    help="transformer_xl: every token attends to exactly mem_len keys (itself and the "
-    "mem_len - 1 before it), as HF TransfoXL's same_length; needs mem_len > 0",
-  )
-  untie_r: bool = option(
-    True,
-    help="transformer_xl: each layer has its own r_w_bias / r_r_bias (False: one pair shared "
-    "by all layers)",
   )
   pre_layer_norm: bool = option(
     False,
@@ -191,6 +158,17 @@ class ModelConfig:
   )
   xlm: XlmOptions = option(
     default_factory=XlmOptions, help="Languages and position table of family xlm."
+  )
+  albert: AlbertOptions = option(
+    default_factory=AlbertOptions, help="Cross-layer sharing of family albert."
+  )
+  recurrence: RecurrenceOptions = option(
+    default_factory=RecurrenceOptions,
+    help="Segment memory and relative positions of families xlnet and transformer_xl.",
+  )
+  span_boundary: SpanBoundaryOptions = option(
+    default_factory=SpanBoundaryOptions,
+    help="SpanBERT's span boundary objective (any masked-LM family).",
   )
 
   def __post_init__(self):
@@ -227,7 +205,11 @@ class ModelConfig:
         f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
         "an unchunked feed-forward"
       )
-    _check_family_options(self)
+    if self.hidden_act not in HIDDEN_ACTIVATIONS:
+      raise UserInputError(
+        f"model.hidden_act={self.hidden_act!r} is unknown; "
+        f"choose one of {', '.join(HIDDEN_ACTIVATIONS)}"
+      )
     if self.reversible and self.remat_policy != "none":
       raise UserInputError(
         "model.reversible=True already recomputes activations in the backward pass; set "
@@ -238,20 +220,6 @@ class ModelConfig:
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
     adaptive_config.check(self)
-    if self.mem_len < 0:
-      raise UserInputError(
-        f"model.mem_len={self.mem_len} must be >= 0; use 0 for no memory of earlier segments"
-      )
-    if self.eval_mem_len < -1:
-      raise UserInputError(
-        f"model.eval_mem_len={self.eval_mem_len} must be >= -1; use -1 for mem_len, 0 for no "
-        "memory at evaluation"
-      )
-    if self.same_length and self.mem_len <= 0:
-      raise UserInputError(
-        "model.same_length=True makes every token attend to mem_len keys, but model.mem_len="
-        f"{self.mem_len}; set model.mem_len > 0 or model.same_length=False"
-      )
     # The family's own checks. Imported here, not at the top: the registry imports every
     # family, and their modules import this one.
     from bert_jax.models import families  # pylint: disable=g-import-not-at-top
@@ -270,23 +238,29 @@ class ModelConfig:
     return self.embedding_size or self.hidden_size
 
 
-def _check_family_options(config: ModelConfig):
-  """Validates the layer-sharing, activation and span-boundary keys (one line each)."""
-  if config.layer_sharing not in LAYER_SHARING:
-    raise UserInputError(
-      f"model.layer_sharing={config.layer_sharing!r} is unknown; "
-      f"choose one of {', '.join(LAYER_SHARING)}"
-    )
-  if config.hidden_act not in HIDDEN_ACTIVATIONS:
-    raise UserInputError(
-      f"model.hidden_act={config.hidden_act!r} is unknown; "
-      f"choose one of {', '.join(HIDDEN_ACTIVATIONS)}"
-    )
-  if config.span_boundary_max_offset < 1:
-    raise UserInputError(
-      f"model.span_boundary_max_offset={config.span_boundary_max_offset} must be >= 1 "
-      "(SpanBERT: 10)"
-    )
+# Nested sections of the model config: name -> their options dataclass.
+SECTIONS = {
+  "lsh": LshOptions,
+  "electra": ElectraOptions,
+  "adaptive": AdaptiveOptions,
+  "xlm": XlmOptions,
+  "albert": AlbertOptions,
+  "recurrence": RecurrenceOptions,
+  "span_boundary": SpanBoundaryOptions,
+}
+# Keys of the earlier flat layout -> (section, key) where they live now. config.json files of
+# earlier runs are read with them (`stored_model_section`); configs and flags that set them get
+# a one-line error naming the new key (`moved_key_message`).
+MOVED_KEYS = {
+  "mem_len": ("recurrence", "mem_len"),
+  "eval_mem_len": ("recurrence", "eval_mem_len"),
+  "clamp_len": ("recurrence", "clamp_len"),
+  "same_length": ("recurrence", "same_length"),
+  "untie_r": ("recurrence", "untie_r"),
+  "layer_sharing": ("albert", "layer_sharing"),
+  "span_boundary_objective": ("span_boundary", "enabled"),
+  "span_boundary_max_offset": ("span_boundary", "max_offset"),
+}
 
 
 def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
@@ -313,19 +287,49 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
     fields.setdefault("hidden_size", hidden)
     fields.setdefault("num_heads", heads)
     fields.setdefault("intermediate_size", 4 * hidden)
+  moved = sorted(set(fields) & set(MOVED_KEYS))
+  if moved:
+    raise UserInputError(moved_key_message(moved[0]))
   known = {f.name for f in dataclasses.fields(ModelConfig)}
   unknown = sorted(set(fields) - known)
   if unknown:
     raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
-  for name, cls in (
-    ("lsh", LshOptions),
-    ("electra", ElectraOptions),
-    ("adaptive", AdaptiveOptions),
-    ("xlm", XlmOptions),
-  ):
+  for name, cls in SECTIONS.items():
     if name in fields and not isinstance(fields[name], cls):
       fields[name] = _subsection(cls, fields[name], f"model.{name}")
   return ModelConfig(**fields)
+
+
+def moved_key_message(key: str) -> str:
+  """The one-line error for a model key of the flat layout that now lives in a section."""
+  section, name = MOVED_KEYS[key]
+  return (
+    f"model.{key} is now model.{section}.{name}; set that key instead (e.g. "
+    f"--config.model.{section}.{name}=...); config.json files of earlier runs are read in "
+    "either layout"
+  )
+
+
+def stored_model_section(stored_config: Mapping[str, Any]) -> dict:
+  """The ``model`` section of a run's stored ``config.json``, in the current key layout.
+
+  The one place where config.json files written before model keys moved into sections are
+  read: each flat key of `MOVED_KEYS` moves into its section (a key the section also names
+  wins). Resume, init_from, distillation teachers and the tools (embed, convert) all read a
+  run's model through here.
+
+  Args:
+    stored_config: the parsed config.json ({} if the run has none).
+
+  Returns:
+    The model section as a plain dict ({} if there is none).
+  """
+  model = dict(stored_config.get("model") or {})
+  for key in sorted(set(model) & set(MOVED_KEYS)):
+    section, name = MOVED_KEYS[key]
+    value = model.pop(key)
+    model[section] = {name: value, **dict(model.get(section) or {})}
+  return model
 
 
 def _subsection(cls, values: Mapping[str, Any], section: str):

@@ -6,7 +6,7 @@ through a 2-layer feed-forward network (GELU + LayerNorm after each layer) and t
 table. A span is a run of consecutive masked positions: the pipeline's ``masked_lm_positions``
 are sorted, so the spans (and so the boundaries) follow from the positions alone and every
 masking strategy has them (``span`` and ``ngram`` give multi-token spans, ``token`` mostly
-single tokens). `models/config.py`'s ``span_boundary_objective`` turns the head on.
+single tokens). `models/config.py`'s ``span_boundary.enabled`` turns the head on.
 """
 
 import flax.linen as nn
@@ -64,14 +64,14 @@ class SpanBoundaryHead(nn.Module):
     left_BPD = jnp.take_along_axis(x_BLD, left_BP[:, :, None], axis=1)
     right_BPD = jnp.take_along_axis(x_BLD, right_BP[:, :, None], axis=1)
     offsets = nn.Embed(
-      config.span_boundary_max_offset,
+      config.span_boundary.max_offset,
       config.hidden_size,
       dtype=jnp.dtype(config.dtype),
       param_dtype=jnp.float32,
       embedding_init=layers.normal_init(config, (names.POSITIONS, names.EMBED)),
       name="position_embeddings",
     )
-    offset_BPD = offsets(jnp.minimum(offset_BP, config.span_boundary_max_offset - 1))
+    offset_BPD = offsets(jnp.minimum(offset_BP, config.span_boundary.max_offset - 1))
     h_BPX = jnp.concatenate([left_BPD, right_BPD, offset_BPD.astype(left_BPD.dtype)], axis=-1)
     activation = layers.activation(config)
     h_BPD = activation(
@@ -93,7 +93,7 @@ def add_logits(config: ModelConfig, outputs, x_BLD, positions_BP, attend, width:
   Call from a pretraining model's compact ``__call__`` (the head is created under ``sbo_head``).
   Without positions (every position predicted, for inspection) there are no spans: no head.
   """
-  if not config.span_boundary_objective or positions_BP is None:
+  if not config.span_boundary.enabled or positions_BP is None:
     return outputs
   head = SpanBoundaryHead(config, width, name="sbo_head")
   return {**outputs, "sbo_logits": head(x_BLD, positions_BP, attend)}

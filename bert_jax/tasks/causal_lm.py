@@ -1,8 +1,8 @@
 """The Transformer-XL causal LM (``data.objective='clm'``): next-token loss with segment memory.
 
 Every batch row is a stream of consecutive segments (`data/segment_batches.py`); the model
-attends to the previous segments' hidden states (the memory, ``model.mem_len`` per layer) as
-well as to the current segment, causally. The memory is part of the train state
+attends to the previous segments' hidden states (the memory, ``model.recurrence.mem_len`` per
+layer) as well as to the current segment, causally. The memory is part of the train state
 (`train/state.py`): each step reads the previous step's and leaves its own, with the gradient
 stopped; document ids reset it, since a token only attends to memory of its own document.
 
@@ -22,6 +22,7 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.recurrence_options import with_recurrence
 
 # Logical axes of the memory: it is an activation (batch over data/fsdp, the rest replicated).
 _HIDDEN_AXES = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_EMBED)
@@ -38,12 +39,13 @@ class CausalLmTask:
   @property
   def mem_len(self) -> int:
     """Memory positions per layer in training (0 = no recurrence)."""
-    return self.model_config.mem_len
+    return self.model_config.recurrence.mem_len
 
   @property
   def eval_mem_len(self) -> int:
-    """Memory positions per layer at evaluation (``model.eval_mem_len``, -1 = ``mem_len``)."""
-    eval_mem_len = self.model_config.eval_mem_len
+    """Memory positions per layer at evaluation (``model.recurrence.eval_mem_len``; -1 =
+    ``mem_len``)."""
+    eval_mem_len = self.model_config.recurrence.eval_mem_len
     return self.mem_len if eval_mem_len < 0 else eval_mem_len
 
   def example_batch(self, batch_size: int):
@@ -74,7 +76,7 @@ class CausalLmTask:
     leaves for the next segment."""
     config = self.model_config
     if mem_len is not None:
-      config = dataclasses.replace(config, mem_len=mem_len)
+      config = with_recurrence(config, mem_len=mem_len)
     return families.get(config.family).causal_lm_model(config, deterministic=deterministic)
 
   def model_inputs(self, batch):

@@ -32,7 +32,7 @@ from bert_jax import workdir as workdir_lib
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
 from bert_jax.tasks import trunk
 from bert_jax.tasks.pretraining import PretrainingTask
 
@@ -126,7 +126,7 @@ def read_teacher(path: str, student: ModelConfig) -> Teacher:
     step_dir, run = None, workdir_lib.Workdir.at(path)
     if not run.config_json.exists():
       raise no_checkpoint_error(path) from None
-  stored = run.read_config().get("model")
+  stored = stored_model_section(run.read_config())
   if not stored:
     raise UserInputError(
       f"distillation.teacher={path}: {run.config_json} with its model section is missing; "

@@ -24,7 +24,7 @@ def _cross_entropy(logits_NC, labels_N):
 class PretrainingTask:
   """BERT pretraining: MLM at the masked positions, plus the sentence-pair objective (NSP, or
   ALBERT's SOP) unless ``sentence_objective`` is "none", plus SpanBERT's boundary objective when
-  the model config has ``span_boundary_objective``."""
+  the model config has ``span_boundary.enabled``."""
 
   model_config: ModelConfig
   max_seq_length: int
@@ -104,7 +104,7 @@ class PretrainingTask:
       "mlm_weight": jnp.sum(weights_BP),
     }
     loss = sums["mlm_loss"] / denominators["mlm_weight"]
-    if self.model_config.span_boundary_objective:
+    if self.model_config.span_boundary.enabled:
       # SpanBERT's boundary objective predicts the same tokens again, from the span's ends.
       sbo_logits_BPV = outputs["sbo_logits"]
       sums["sbo_loss"] = jnp.sum(
@@ -132,7 +132,7 @@ class PretrainingTask:
       "mlm_accuracy": float(sums["mlm_accuracy"]) / mlm_weight,
     }
     loss = metrics["mlm_loss"]
-    if self.model_config.span_boundary_objective:
+    if self.model_config.span_boundary.enabled:
       metrics["sbo_loss"] = float(sums["sbo_loss"]) / mlm_weight
       metrics["sbo_accuracy"] = float(sums["sbo_accuracy"]) / mlm_weight
       loss += metrics["sbo_loss"]

@@ -162,7 +162,7 @@ def make_data(settings):
   return MAKE_FINETUNING_DATA[settings.trainer.task](settings.data, tokenizer)
 
 
-def resolve_vocab_path(vocab_path: str, init_from: str) -> str:
+def resolve_vocab_path(vocab_path: str, init_from) -> str:
   """The vocab a fine-tuning run tokenises with.
 
   An explicit ``data.vocab_path`` wins; else ``<init_from>/vocab.txt`` (converted weights carry
@@ -170,40 +170,51 @@ def resolve_vocab_path(vocab_path: str, init_from: str) -> str:
   the one its own ``init_from`` resolves to (a model fine-tuned twice keeps its vocab); else the
   embedded default vocab. Paths a config.json stores relative to its workdir are read so.
 
+  Args:
+    vocab_path: the run's ``data.vocab_path`` ("" = unset).
+    init_from: the run's ``init_from``, or the `workdir.InitFromChain` already read for it.
+
   Raises:
     UserInputError: ``init_from`` (or one it leads to) holds no checkpoint.
   """
-  seen = set()
-  while not vocab_path and init_from:
-    run = workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
+  if vocab_path:
+    return vocab_path
+  for run, stored in _chain(init_from):
     if run.vocab.exists():
       return str(run.vocab)
-    if run.path in seen or not run.config_json.exists():
-      break
-    seen.add(run.path)
-    stored = run.read_config()
     vocab_path = run.resolve(stored.get("data", {}).get("vocab_path", ""))
-    init_from = run.resolve(stored.get("init_from", ""))
-  return vocab_path or default_corpus.default_vocab_path()
+    if vocab_path:
+      return vocab_path
+  return default_corpus.default_vocab_path()
 
 
-def resolve_lowercase(lowercase: bool | None, init_from: str) -> bool:
+def resolve_lowercase(lowercase: bool | None, init_from) -> bool:
   """Whether a fine-tuning run lowercases its text (an uncased model).
 
   An explicit ``data.lowercase`` wins; else the setting ``<init_from>/config.json`` records
   (converted weights record their tokenizer's), or, if it records none, the one its own
   ``init_from`` resolves to; else True (uncased, as BERT-base uncased).
 
+  Args:
+    lowercase: the run's ``data.lowercase`` (None = unset).
+    init_from: the run's ``init_from``, or the `workdir.InitFromChain` already read for it.
+
   Raises:
     UserInputError: ``init_from`` (or one it leads to) holds no checkpoint.
   """
-  seen = set()
-  while lowercase is None and init_from:
-    run = workdir_lib.of_checkpoint(workdir_lib.find_checkpoint(init_from))
-    if run.path in seen or not run.config_json.exists():
-      break
-    seen.add(run.path)
-    stored = run.read_config()
-    lowercase = stored.get("data", {}).get("lowercase")
-    init_from = run.resolve(stored.get("init_from", ""))
+  if lowercase is None:
+    lowercase = next(
+      (
+        stored["data"]["lowercase"]
+        for _, stored in _chain(init_from)
+        if stored.get("data", {}).get("lowercase") is not None
+      ),
+      None,
+    )
   return True if lowercase is None else bool(lowercase)
+
+
+def _chain(init_from) -> workdir_lib.InitFromChain:
+  if isinstance(init_from, workdir_lib.InitFromChain):
+    return init_from
+  return workdir_lib.InitFromChain(init_from)

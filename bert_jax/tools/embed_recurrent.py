@@ -5,10 +5,11 @@ memory caches, `recurrence.next_memory`). transformer_xl is a causal LM over tok
 examples are the line's tokens alone (no [CLS] / [SEP], no sentence pairs).
 
 With ``memory_across_lines`` the lines of a document are embedded in order, each attending to
-the memory of the lines before it (``mem_len`` positions, the run's ``model.mem_len`` unless
-given): a blank line ends a document and resets the memory, and is not an example. Documents
-run side by side, one per batch row; a row's memory holds only real tokens (padding is never
-cached), right-aligned so the newest memory is next to the line, as in training.
+the memory of the lines before it (``mem_len`` positions, the run's
+``model.recurrence.mem_len`` unless given): a blank line ends a document and resets the
+memory, and is not an example. Documents run side by side, one per batch row; a row's memory
+holds only real tokens (padding is never cached), right-aligned so the newest memory is next
+to the line, as in training.
 """
 
 import dataclasses
@@ -87,7 +88,7 @@ def hidden_states(
     layers: hidden-state indices (0 = word embeddings .. num_layers).
     batch_size: rows per model call (documents side by side with memory, else examples).
     documents: [N] document index of each example to carry memory across its lines, or None.
-    mem_len: memory positions with ``documents`` (0 = ``model.mem_len``).
+    mem_len: memory positions with ``documents`` (0 = ``model.recurrence.mem_len``).
 
   Raises:
     UserInputError: memory across lines without a memory length.
@@ -104,11 +105,14 @@ def hidden_states(
     batches = [np.asarray(run(ids[r], types[r], mask[r], None, None)[0]) for r in rows]
     return np.concatenate(batches)[:count]
   if mem_len < 0:
-    raise UserInputError(f"--mem_len={mem_len} must be >= 0 (0 = the run's model.mem_len)")
-  mem_len = mem_len or model.mem_len
+    raise UserInputError(
+      f"--mem_len={mem_len} must be >= 0 (0 = the run's model.recurrence.mem_len)"
+    )
+  mem_len = mem_len or model.recurrence.mem_len
   if mem_len < 1:
     raise UserInputError(
-      f"--memory_across_lines needs a memory, but the run has model.mem_len={model.mem_len}; "
+      "--memory_across_lines needs a memory, but the run has model.recurrence.mem_len="
+      f"{model.recurrence.mem_len}; "
       "pass --mem_len=N (N > 0)"
     )
   hidden = np.zeros((count, len(layers), length, model.hidden_size), np.float32)

@@ -16,6 +16,7 @@ import traceback
 from absl import flags
 
 from bert_jax.errors import NonFiniteLossError, UserInputError
+from bert_jax.models import config as model_config
 
 # The last line of stderr stays readable in a terminal and in a job scheduler's summary.
 MAX_LINE_CHARS = 299
@@ -249,6 +250,8 @@ def parse_error_line(error: BaseException, argv) -> str:
     key = suggestion.group(2) if suggestion else _FIRST_NAME.search(text).group(0)
     hint = f" (did you mean {suggestion.group(1)!r}?)" if suggestion else ""
     flag = next((a.split("=")[0] for a in argv if a.startswith("--config.") and key in a), "")
+    if flag == f"--config.model.{key}" and key in model_config.MOVED_KEYS:
+      return _shorten(f"error: {model_config.moved_key_message(key)}")
     return _shorten(
       f"error: the config has no key {key!r}{hint}; fix {flag or 'the --config.<key> flag'} "
       "(every key: bert_jax/default_config.py)"

@@ -23,7 +23,6 @@ document boundaries; then it is evaluated on held-out documents the same way, wi
 first bytes can only be predicted from the previous segment's.
 """
 
-import dataclasses
 import functools
 import json
 import sys
@@ -42,6 +41,7 @@ from bert_jax.data.tokenized_corpus import TokenizedDocuments
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.tools import cli
 from bert_jax.train import memory_eval
 from bert_jax.train.loop import train_and_evaluate
@@ -93,16 +93,16 @@ def _loss_and_memory(params, batch, memory, memory_ids, config):
   ce_BL = optax.softmax_cross_entropy_with_integer_labels(out["logits"], batch["labels"])
   weights_BL = batch["label_weights"]
   loss = jnp.sum(ce_BL * weights_BL) / jnp.maximum(jnp.sum(weights_BL), 1.0)
-  if config.mem_len == 0:  # No recurrence: every segment starts without memory.
+  if config.recurrence.mem_len == 0:  # No recurrence: every segment starts without memory.
     return loss, (None, None)
   return loss, (out["memory"], out["memory_ids"])
 
 
 def _empty_memory(config: ModelConfig, rows: int):
   """The first segment's memory: zeros of document 0, which no token attends to."""
-  if config.mem_len == 0:
+  if config.recurrence.mem_len == 0:
     return None, None
-  shape = (rows, config.mem_len, config.hidden_size)
+  shape = (rows, config.recurrence.mem_len, config.hidden_size)
   return [jnp.zeros(shape)] * config.num_layers, jnp.zeros(shape[:2], jnp.int32)
 
 
@@ -112,10 +112,8 @@ def held_out_loss(
   """Trains the byte LM with ``mem_len`` and returns its mean held-out loss (nats per byte)."""
   if mem_len < 0 or (eval_mem_len is not None and eval_mem_len < 0):
     raise UserInputError(f"memory lengths must be >= 0, got {mem_len} and {eval_mem_len}")
-  config = dataclasses.replace(BYTE_LM, mem_len=mem_len)
-  eval_config = dataclasses.replace(
-    config, mem_len=mem_len if eval_mem_len is None else eval_mem_len
-  )
+  config = with_recurrence(BYTE_LM, mem_len=mem_len)
+  eval_config = with_recurrence(config, mem_len=mem_len if eval_mem_len is None else eval_mem_len)
   train, held_out = byte_streams(rows, segment_len)
   first = jax.tree.map(jnp.asarray, train.batch(0))
   params = jax.jit(families.get(config.family).causal_lm_model(config).init)(
@@ -180,7 +178,7 @@ def _run_config(values: flags.FlagValues):
   record = {
     "config": config_flags.get_config_filename(values["config"]),
     "steps": settings.trainer.num_train_steps,
-    "mem_len": settings.model.mem_len,
+    "mem_len": settings.model.recurrence.mem_len,
     "segment_len": settings.data.max_seq_length,
     "held_out_loss": {str(m): round(r["loss"], 4) for m, r in results.items()},
     "perplexity": {str(m): round(r["perplexity"], 2) for m, r in results.items()},

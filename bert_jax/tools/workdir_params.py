@@ -19,7 +19,7 @@ from bert_jax import names
 from bert_jax import workdir as workdir_lib
 from bert_jax.data import bpe_tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
 from bert_jax.tasks import registry
 
 VOCAB_FILE = "vocab.txt"
@@ -69,7 +69,7 @@ def read_run(path: str, flag: str = "--input") -> Run:
     )["params"]
   return Run(
     params=params,
-    model=model_config_from_dict(config.get("model", {})),
+    model=model_config_from_dict(stored_model_section(config)),
     config=config,
     step_dir=step_dir,
   )

@@ -107,7 +107,7 @@ class Checkpointer:
       has, lacks = ("lacks", "needs") if hasattr(abstract_state, "memory") else ("holds", "has not")
       raise UserInputError(
         f"{where} {has} the segment memory this run {lacks} (data.objective='clm' with "
-        "model.mem_len > 0 carries one): use a new --workdir or the config that wrote it"
+        "model.recurrence.mem_len > 0 carries one): use a new --workdir or the config that wrote it"
       )
     stored = _shapes_by_path(stored_state["params"])
     wanted = _shapes_by_path(abstract_state.params)

@@ -21,6 +21,7 @@ from etils import epath
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
+from bert_jax.models.config import stored_model_section
 from bert_jax.train import layer_layout
 
 # The shared trunk's name in every task model (heads are the other top-level names).
@@ -48,20 +49,18 @@ def _flat(tree):
 
 def _stored_model_section(step_dir: epath.Path) -> dict:
   """The ``model`` section of the checkpoint's ``config.json`` (empty if it has none)."""
-  path = step_dir.parent.parent / "config.json"
-  return json.loads(path.read_text()).get("model", {}) if path.exists() else {}
+  return stored_model_section(workdir_lib.of_checkpoint(step_dir).read_config())
 
 
 def _differing_model_keys(stored_model: dict, model_config) -> str:
   """ "model.x=<checkpoint's>" for each model key where the checkpoint's config differs."""
   if model_config is None or not stored_model:
     return ""
-  ours = {k: getattr(model_config, k) for k in stored_model if hasattr(model_config, k)}
+  # JSON's view of ours (tuples as lists), compared key by key, nested sections dotted.
+  ours = _dotted(json.loads(json.dumps(dataclasses.asdict(model_config))))
+  theirs = _dotted(stored_model)
   diffs = [
-    f"--config.model.{k}={stored_model[k]}"
-    for k in sorted(ours)
-    # Nested sections (lsh, electra, adaptive, xlm, ...) are not single flags.
-    if not dataclasses.is_dataclass(ours[k]) and stored_model[k] != ours[k]
+    f"--config.model.{k}={theirs[k]}" for k in sorted(theirs) if k in ours and theirs[k] != ours[k]
   ]
   return (
     f"; its config.json has another model: pass {' '.join(diffs)} to match it (fine-tuning "
@@ -69,6 +68,17 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
     if diffs
     else ""
   )
+
+
+def _dotted(section: dict, prefix: str = "") -> dict:
+  """{"recurrence.mem_len": value, ...}: a model section's keys, nested sections dotted."""
+  flat = {}
+  for key, value in section.items():
+    if isinstance(value, dict):
+      flat.update(_dotted(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
 
 
 def mismatch_problems(stored: dict, wanted: dict) -> list[str]:

@@ -2,8 +2,8 @@
 
 Transformer-XL evaluates with a longer memory than it trained with; this re-runs the trainer's
 own eval (`loop.evaluate`: the held-out streams from their start, a fresh memory carried from
-segment to segment) on a finished workdir with ``model.eval_mem_len`` replaced, and writes
-nothing.
+segment to segment) on a finished workdir with ``model.recurrence.eval_mem_len`` replaced, and
+writes nothing.
 """
 
 import dataclasses
@@ -11,6 +11,7 @@ import dataclasses
 import jax
 
 from bert_jax.errors import UserInputError
+from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
@@ -37,7 +38,7 @@ def held_out_metrics(settings: RunSettings, workdir: str, eval_mem_lens, data=No
   for eval_mem_len in eval_mem_lens:
     if eval_mem_len < 0:
       raise UserInputError(f"eval memory length {eval_mem_len} must be >= 0 (0 = no memory)")
-    model = dataclasses.replace(settings.model, eval_mem_len=eval_mem_len)
+    model = with_recurrence(settings.model, eval_mem_len=eval_mem_len)
     run = dataclasses.replace(settings, model=model)
     with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
       training = setup.build_training(run, mesh, data)

@@ -9,7 +9,7 @@ from etils import epath
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig
+from bert_jax.models.config import ModelConfig, stored_model_section
 from bert_jax.train import checkpoint_recovery
 from bert_jax.train import init_from as init_from_lib
 from bert_jax.train import state as state_lib
@@ -49,7 +49,7 @@ def check_workdir(workdir: epath.Path, resolved: dict):
       f"{workdir} holds converted weights ({old['converted_from']}), not a run to resume; "
       f"pass --config.init_from={workdir} and a new --workdir"
     )
-  old_model, new_model = old.get("model", {}), resolved.get("model", {})
+  old_model, new_model = stored_model_section(old), resolved.get("model", {})
   for key in sorted(set(old_model) | set(new_model)):
     if old_model.get(key) != new_model.get(key):
       raise UserInputError(

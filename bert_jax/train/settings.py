@@ -10,6 +10,7 @@ from typing import Any
 import ml_collections
 
 from bert_jax import names
+from bert_jax import workdir as workdir_lib
 from bert_jax.config_fields import option
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
@@ -114,18 +115,21 @@ def settings_from_config(
   task = values.get("task", TrainerConfig.task)
   if task not in names.TASKS:
     raise UserInputError(f"task={task!r} is unknown; choose one of {', '.join(names.TASKS)}")
-  model_section = resolve_model_section(
-    dict(values.pop("model", {})), values.get("init_from", ""), workdir
-  )
+  # What init_from gives the run (its model keys, casing, vocab): each config.json along its
+  # chain is read once, here.
+  init_from = workdir_lib.InitFromChain(values.get("init_from", ""))
+  model_section = resolve_model_section(dict(values.pop("model", {})), init_from, workdir)
   model = model_config_from_dict(model_section)
   data_class = PretrainingDataConfig if task in names.PRETRAINING_DATA_TASKS else FinetuneDataConfig
   if task == names.MULTITASK:
     data_class = MultitaskDataConfig  # Members' data sections inside (tasks/multitask/).
   data_values = dict(values.pop("data", {}))
   if data_class is FinetuneDataConfig:
-    # Unset (fine-tuning configs leave it so): the casing of the model init_from holds.
-    data_values["lowercase"] = registry.resolve_lowercase(
-      data_values.get("lowercase"), values.get("init_from", "")
+    # Unset (fine-tuning configs leave them so): the casing and vocab of the model init_from
+    # holds.
+    data_values["lowercase"] = registry.resolve_lowercase(data_values.get("lowercase"), init_from)
+    data_values["vocab_path"] = registry.resolve_vocab_path(
+      data_values.get("vocab_path", ""), init_from
     )
   data = _section(data_class, data_values, "data")
   optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")

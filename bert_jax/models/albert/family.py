@@ -13,17 +13,18 @@ from bert_jax.models.interop import hf_baseline
 
 def _check_config(config):
   """Sharing modes the stacks cannot run (`model.py`)."""
-  if config.layer_sharing == "none":
+  if config.albert.layer_sharing == "none":
     return
   if config.reversible:
     raise UserInputError(
-      f"model.reversible=True needs model.layer_sharing='none' for family albert "
-      f"(got {config.layer_sharing!r}); reversible layers each hold their own weights"
+      f"model.reversible=True needs model.albert.layer_sharing='none' for family albert "
+      f"(got {config.albert.layer_sharing!r}); reversible layers each hold their own weights"
     )
-  if config.scan_layers and config.layer_sharing != "all":
+  if config.scan_layers and config.albert.layer_sharing != "all":
     raise UserInputError(
-      f"model.scan_layers=True with model.layer_sharing={config.layer_sharing!r} is not "
-      "supported; use layer_sharing 'all' or 'none', or scan_layers=False"
+      "model.scan_layers=True with model.albert.layer_sharing="
+      f"{config.albert.layer_sharing!r} is not "
+      "supported; use model.albert.layer_sharing 'all' or 'none', or scan_layers=False"
     )
 
 

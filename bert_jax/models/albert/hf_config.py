@@ -1,9 +1,9 @@
 """Hugging Face ALBERT ``config.json`` (``transformers.AlbertConfig`` keys) <-> the model section.
 
 Hugging Face groups ALBERT's layers: ``num_hidden_groups`` groups of ``inner_group_num`` layers,
-layer i using group ``i * groups // layers``. bert_jax's ``layer_sharing="all"`` is one group of
-one layer and ``"none"`` one group per layer; the paper's attention-only / FFN-only sharing and
-other groupings have no counterpart on the other side, and are refused.
+layer i using group ``i * groups // layers``. bert_jax's ``model.albert.layer_sharing="all"``
+is one group of one layer and ``"none"`` one group per layer; the paper's attention-only /
+FFN-only sharing and other groupings have no counterpart on the other side, and are refused.
 """
 
 from bert_jax import names
@@ -61,7 +61,7 @@ def model_config(values, source: str) -> ModelConfig:
       "'gelu' (exact) or 'gelu_new' (tanh) only"
     )
   fields = _TABLE.read(values, source)
-  fields.update(family=names.ALBERT, layer_sharing=_sharing(values, source))
+  fields.update(family=names.ALBERT, albert={"layer_sharing": _sharing(values, source)})
   return model_config_from_dict(fields)
 
 
@@ -71,14 +71,14 @@ def config_json(config: ModelConfig, architecture: str) -> dict:
   Raises:
     UserInputError: a sharing mode Hugging Face's ALBERT cannot express.
   """
-  if config.layer_sharing not in ("all", "none"):
+  if config.albert.layer_sharing not in ("all", "none"):
     raise UserInputError(
-      f"model.layer_sharing={config.layer_sharing!r} has no Hugging Face ALBERT layout "
-      "(it shares all layers or none); export a model trained with 'all' or 'none'"
+      f"model.albert.layer_sharing={config.albert.layer_sharing!r} has no Hugging Face ALBERT "
+      "layout (it shares all layers or none); export a model trained with 'all' or 'none'"
     )
   values = _TABLE.write(config, architecture)
   values.update(
-    num_hidden_groups=1 if config.layer_sharing == "all" else config.num_layers,
+    num_hidden_groups=1 if config.albert.layer_sharing == "all" else config.num_layers,
     inner_group_num=1,
     classifier_dropout_prob=config.hidden_dropout_rate,
   )

@@ -65,7 +65,7 @@ _LAYER_NAMES = (
 
 def rows(config: ModelConfig):
   """The `Row` table of an ALBERT of ``config``'s depth and sharing (``all`` or ``none``)."""
-  if config.layer_sharing == "all":
+  if config.albert.layer_sharing == "all":
     blocks = [("bert/encoder/shared/layer/", _GROUP.format(0))]
   else:
     blocks = [(f"bert/encoder/layer_{i}/", _GROUP.format(i)) for i in range(config.num_layers)]

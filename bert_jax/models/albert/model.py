@@ -2,7 +2,7 @@
 
 Built from the shared blocks: the word/position/type tables are `Embeddings` of width
 ``embedding_size`` (E), projected to ``hidden_size`` (H) by ``embedding_projection``; the layers
-are BERT's post-LN `EncoderBlock`s, shared across depth as ``layer_sharing`` says:
+are BERT's post-LN `EncoderBlock`s, shared across depth as ``model.albert.layer_sharing`` says:
 
 * ``all``: one block's weights (``encoder/shared/layer/...``) applied ``num_layers`` times, so
   the parameter count does not grow with depth; under ``scan_layers`` the loop is an ``nn.scan``
@@ -78,9 +78,9 @@ class PartlySharedEncoder(nn.Module):
     config, deterministic = self.config, self.deterministic
     attention_class = remat(AttentionSublayer, config)
     ffn_class = remat(FeedForwardSublayer, config)
-    share_attention = config.layer_sharing == "attention"
+    share_attention = config.albert.layer_sharing == "attention"
     shared_class = attention_class if share_attention else ffn_class
-    shared = shared_class(config, deterministic, name=config.layer_sharing)
+    shared = shared_class(config, deterministic, name=config.albert.layer_sharing)
     for i in range(config.num_layers):
       if share_attention:
         attention, ffn = shared, ffn_class(config, deterministic, name=f"ffn_{i}")
@@ -114,7 +114,9 @@ class AlbertEncoder(nn.Module):
     self.embedding_projection = layers.dense(
       config, config.hidden_size, (names.MLP, names.EMBED), "embedding_projection"
     )
-    self.encoder = _ENCODERS[config.layer_sharing](config, self.deterministic, name="encoder")
+    self.encoder = _ENCODERS[config.albert.layer_sharing](
+      config, self.deterministic, name="encoder"
+    )
     self.pooler = layers.dense(config, config.hidden_size, (names.EMBED, names.MLP), "pooler")
 
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
@@ -139,7 +141,7 @@ class AlbertForPreTraining(nn.Module):
   def __call__(self, input_ids_BL, token_type_ids_BL, input_mask_BL, masked_lm_positions_BP=None):
     """Returns float32 ``mlm_logits`` [B, P, V] and sentence-order ``nsp_logits`` [B, 2].
 
-    Arguments as `BertForPreTraining`; with ``span_boundary_objective`` also ``sbo_logits``.
+    Arguments as `BertForPreTraining`; with ``model.span_boundary.enabled`` also ``sbo_logits``.
     """
     config = self.config
     albert = AlbertEncoder(config, self.deterministic, name="bert")

@@ -35,8 +35,8 @@ RECURRENT_KEYS = (
   ("num_heads", "n_head", True),
   ("intermediate_size", "d_inner", True),
   ("hidden_dropout_rate", "dropout", False),
-  ("mem_len", "mem_len", False),
-  ("clamp_len", "clamp_len", False),
+  ("recurrence.mem_len", "mem_len", False),
+  ("recurrence.clamp_len", "clamp_len", False),
 )
 
 
@@ -45,7 +45,8 @@ class ConfigTable:
   """Rows ``(ours, theirs, required)`` of one Hugging Face config class.
 
   Attributes:
-    rows: the key table; optional keys default as their config class and ours both do.
+    rows: the key table; optional keys default as their config class and ours both do. A
+      dotted key of ours (``recurrence.mem_len``) is a key of a nested model section.
     what: what a config.json of the family is called in messages ("a BERT config.json").
     model_type: their ``model_type``, written by `write`.
     fixed: rows ``(their key, value, why)``: a config.json that sets the key to another value
@@ -79,9 +80,14 @@ class ConfigTable:
     missing = [theirs for _, theirs, required in self.rows if required and theirs not in values]
     if missing:
       raise UserInputError(f"{source} lacks {', '.join(missing)}; is it {self.what}?")
-    fields = {
-      ours: values[theirs] for ours, theirs, _ in self.rows if values.get(theirs) is not None
-    }
+    fields = {}
+    for ours, theirs, _ in self.rows:
+      if values.get(theirs) is not None:
+        *sections, key = ours.split(".")
+        section = fields
+        for name in sections:
+          section = section.setdefault(name, {})
+        section[key] = values[theirs]
     for key in _INT_KEYS:
       if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
         raise UserInputError(f"{source}: {key}={fields[key]!r} must be an integer")
@@ -90,7 +96,14 @@ class ConfigTable:
   def write(self, config, architecture: str) -> dict:
     """Their keys of ``config`` (a `ModelConfig`), for the ``transformers`` class
     ``architecture``."""
-    values = {theirs: getattr(config, ours) for ours, theirs, _ in self.rows}
+    values = {theirs: _value(config, ours) for ours, theirs, _ in self.rows}
     values.update({key: value for key, value, _ in self.fixed})
     values.update(architectures=[architecture], model_type=self.model_type)
     return values
+
+
+def _value(config, dotted: str):
+  """``config``'s value of a key, dotted through nested sections (``recurrence.mem_len``)."""
+  for name in dotted.split("."):
+    config = getattr(config, name)
+  return config

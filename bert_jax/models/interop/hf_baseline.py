@@ -67,7 +67,11 @@ def bert_or_albert_config(transformers, model_config: ModelConfig, albert: bool 
   """
   sizes = {"embedding_size": model_config.embedding_width} if albert else {}
   groups = (
-    {"num_hidden_groups": 1 if model_config.layer_sharing == "all" else model_config.num_layers}
+    {
+      "num_hidden_groups": 1
+      if model_config.albert.layer_sharing == "all"
+      else model_config.num_layers
+    }
     if albert
     else {}
   )

@@ -7,9 +7,10 @@ so every input projection is transposed (the softmax's ``out_projs`` are stored 
 d_emb_i], as bert_jax's kernels); ``qkv_net`` is bert_jax's fused [d_model, 3 * heads,
 head_dim] kernel. transformers keeps tied tensors under several names: the softmax tables
 ``crit.out_layers.i.weight`` are the word tables, the ``crit.out_projs.i`` that ``tie_projs``
-ties are input projections, and without ``untie_r`` every layer's ``r_w_bias`` / ``r_r_bias``
-is the trunk's. Imports check that the copies agree; exports write them all (and the sinusoid
-buffer ``pos_emb.inv_freq``), so transformers loads with no key missing.
+ties are input projections, and without ``model.recurrence.untie_r`` every layer's
+``r_w_bias`` / ``r_r_bias`` is the trunk's. Imports check that the copies agree; exports
+write them all (and the sinusoid buffer ``pos_emb.inv_freq``), so transformers loads with no
+key missing.
 """
 
 import dataclasses
@@ -38,8 +39,8 @@ _TABLE = ConfigTable(
     ("attention_dropout_rate", "dropatt", False),
     ("initializer_range", "init_std", False),
     ("layer_norm_eps", "layer_norm_epsilon", False),
-    ("same_length", "same_length", False),
-    ("untie_r", "untie_r", False),
+    ("recurrence.same_length", "same_length", False),
+    ("recurrence.untie_r", "untie_r", False),
     ("pre_layer_norm", "pre_lnorm", False),
   ),
   "a Transformer-XL config.json",
@@ -177,7 +178,7 @@ def rows(config: ModelConfig):
           transpose=True,
         )
       )
-  if not config.untie_r:
+  if not config.recurrence.untie_r:
     table += [Row(f"bert/{b}", f"{_PREFIX}{b}", weight_table.REQUIRED_GROUP) for b in _BIASES]
   for i in range(config.num_layers):
     ours, theirs = f"bert/layer_{i}/", f"{_PREFIX}layers.{i}."
@@ -185,7 +186,7 @@ def rows(config: ModelConfig):
       Row(ours + o, theirs + t, weight_table.REQUIRED_GROUP, heads_axis=axis, transpose=tr)
       for o, t, axis, tr in _LAYER_ROWS
     ]
-    if config.untie_r:
+    if config.recurrence.untie_r:
       table += [
         Row(f"{ours}rel_attn/{b}", f"{theirs}dec_attn.{b}", weight_table.REQUIRED_GROUP)
         for b in _BIASES
@@ -205,7 +206,7 @@ def _tied_copies(config: ModelConfig) -> dict:
       if adaptive_config.tied_projection(config, i):
         source = i if config.adaptive.div_val > 1 else 0
         copies[f"crit.out_projs.{i}"] = f"{_PREFIX}word_emb.emb_projs.{source}"
-  if not config.untie_r:
+  if not config.recurrence.untie_r:
     copies.update(
       {
         f"{_PREFIX}layers.{i}.dec_attn.{b}": f"{_PREFIX}{b}"

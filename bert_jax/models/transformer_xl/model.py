@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers, recurrence
+from bert_jax.models import heads, layers, recurrence
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
@@ -52,8 +52,8 @@ class TransformerXLEncoder(nn.Module):
   """Transformer-XL's trunk; ``__call__`` is the family interface, `streams` the full model.
 
   Attributes:
-    config: the model configuration (``mem_len``, ``clamp_len``, ``same_length``,
-      ``untie_r``, ``pre_layer_norm``, ``embedding_size`` are read here).
+    config: the model configuration (``recurrence``, ``pre_layer_norm``,
+      ``embedding_size`` are read here).
     deterministic: disables dropout.
   """
 
@@ -89,7 +89,7 @@ class TransformerXLEncoder(nn.Module):
             kernel_init=layers.normal_init(config, (None, names.EMBED)),
           ),
         )
-    if not config.untie_r:
+    if not config.recurrence.untie_r:
       bias = lambda name: self.param(
         name,
         layers.normal_init(config, (names.HEADS, names.KV)),
@@ -169,15 +169,21 @@ class TransformerXLEncoder(nn.Module):
     length = input_ids_BL.shape[1]
     memory_len = 0 if memory is None else memory[0].shape[1]
     mask_BLK = attention_mask(
-      input_mask_BL, memory_len, config.mem_len, config.same_length, memory_ids_BN
+      input_mask_BL,
+      memory_len,
+      config.recurrence.mem_len,
+      config.recurrence.same_length,
+      memory_ids_BN,
     )
     # XLNet's distances run from +K to -L + 1; the causal mask hides the negative ones, and
     # clipping at clamp_len equals transformers' clamp of the non-negative ones.
-    distances_P = relative.relative_distances(length, memory_len + length, config.clamp_len)
+    distances_P = relative.relative_distances(
+      length, memory_len + length, config.recurrence.clamp_len
+    )
     positions_PD = relative.sinusoid_encodings(distances_P, config.hidden_size)
     positions_PD = self.dropout(positions_PD.astype(dtype), self.deterministic)
     h_BLD = self.dropout(self.embed(input_ids_BL), self.deterministic)
-    biases = None if config.untie_r else (self.r_w_bias, self.r_r_bias)
+    biases = None if config.recurrence.untie_r else (self.r_w_bias, self.r_r_bias)
     layer_inputs = []
     for i, layer in enumerate(self.layers):
       layer_inputs.append(h_BLD)
@@ -213,7 +219,7 @@ class TransformerXLLMHeadModel(nn.Module):
   ):
     """Returns float32 ``logits`` [B, L, V] (token l's prediction of token l + 1; with an
     adaptive softmax they are its ``log_probs``, also returned under that key), the
-    ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
+    ``content`` stream, ``memory``: each layer's next memory (``model.recurrence.mem_len`` long, or
     everything when it is 0) and ``memory_ids``: its document ids (``input_mask_BL``'s values).
     """
     config = self.config
@@ -221,7 +227,7 @@ class TransformerXLLMHeadModel(nn.Module):
     out = encoder.streams(input_ids_BL, token_type_ids_BL, input_mask_BL, memory, memory_ids_BN)
     x_BLE = out["content"]
     memories, memory_ids = recurrence.memory_outputs(
-      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, config.mem_len
+      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, config.recurrence.mem_len
     )
     outputs = {
       "content": out["content"],
@@ -235,7 +241,5 @@ class TransformerXLLMHeadModel(nn.Module):
     # The softmax projection: the model's own, or the input one when tie_projs[0] says so.
     _, input_kernel_ED = encoder.output_tables()[0]
     x_BLE = adaptive_softmax.project(config, 0, x_BLE, input_kernel_ED, config.embedding_width)
-    bias_V = self.param(
-      "output_bias", layers.zeros_init((names.VOCAB,)), (config.vocab_size,), jnp.float32
-    )
-    return {**outputs, "logits": encoder.attend(x_BLE) + bias_V[None, None, :]}
+    bias_V = heads.output_bias(self, config)
+    return {**outputs, "logits": encoder.attend(x_BLE) + bias_V}

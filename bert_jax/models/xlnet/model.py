@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.models import layers, recurrence
+from bert_jax.models import heads, layers, recurrence
 from bert_jax.models.attention import relative
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
@@ -40,7 +40,7 @@ class XLNetEncoder(nn.Module):
   """XLNet's trunk; ``__call__`` is the family interface, `streams` the full model.
 
   Attributes:
-    config: the model configuration (``mem_len``, ``clamp_len``, ``causal`` are read here).
+    config: the model configuration (``recurrence``, ``causal`` are read here).
     deterministic: disables dropout.
   """
 
@@ -103,7 +103,9 @@ class XLNetEncoder(nn.Module):
       input_mask_BL, perm_mask_BLL, memory_len, self.config.causal, memory_ids_BN
     )
     differs_BLK = segment_differs(token_type_ids_BL, memory_len)
-    distances_P = relative.relative_distances(length, memory_len + length, self.config.clamp_len)
+    distances_P = relative.relative_distances(
+      length, memory_len + length, self.config.recurrence.clamp_len
+    )
     positions_PD = relative.sinusoid_encodings(distances_P, self.config.hidden_size)
     positions_PD = self.dropout(positions_PD.astype(dtype), self.deterministic)
     h_BLD = self.dropout(self.word_embedding(input_ids_BL), self.deterministic)
@@ -164,7 +166,7 @@ class XLNetLMHeadModel(nn.Module):
     memory_ids_BN=None,
   ):
     """Returns ``logits`` (float32, of the query stream when there is a target mapping), the
-    ``content`` stream, ``memory``: each layer's next memory (``model.mem_len`` long, or
+    ``content`` stream, ``memory``: each layer's next memory (``model.recurrence.mem_len`` long, or
     everything when ``mem_len`` is 0, as transformers does), and ``memory_ids``: its document
     ids (``input_mask_BL``'s values)."""
     encoder = XLNetEncoder(self.config, self.deterministic, name="bert")
@@ -178,14 +180,12 @@ class XLNetLMHeadModel(nn.Module):
       memory_ids_BN=memory_ids_BN,
     )
     stream = out["content"] if out["query"] is None else out["query"]
-    bias_V = self.param(
-      "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
-    )
+    bias_V = heads.output_bias(self, self.config, "lm_loss_bias")
     memories, memory_ids = recurrence.memory_outputs(
-      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, self.config.mem_len
+      memory, out["layer_inputs"], input_mask_BL, memory_ids_BN, self.config.recurrence.mem_len
     )
     return {
-      "logits": encoder.attend(stream) + bias_V[None, None, :],
+      "logits": encoder.attend(stream) + bias_V,
       "content": out["content"],
       "memory": memories,
       "memory_ids": memory_ids,
@@ -234,7 +234,5 @@ class XLNetForPreTraining(nn.Module):
       perm_mask_BLL=permutation.permutation_mask(ranks_BL, target_BL),
       target_mapping_BML=permutation.target_mapping(masked_lm_positions_BP, length),
     )
-    bias_V = self.param(
-      "lm_loss_bias", layers.zeros_init((names.VOCAB,)), (self.config.vocab_size,), jnp.float32
-    )
-    return {"mlm_logits": encoder.attend(out["query"]) + bias_V[None, None, :]}
+    bias_V = heads.output_bias(self, self.config, "lm_loss_bias")
+    return {"mlm_logits": encoder.attend(out["query"]) + bias_V}
