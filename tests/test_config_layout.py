@@ -112,9 +112,9 @@ def test_hugging_face_tables_write_and_read_the_nested_keys():
   xlnet = model_config_from_dict(
     {"family": "xlnet", "size": "tiny", "recurrence": {"mem_len": 8, "clamp_len": 3}}
   )
-  values = xlnet_hf.xlnet_config_from_model_config(xlnet, "XLNetLMHeadModel")
+  values = xlnet_hf.config_json(xlnet, "XLNetLMHeadModel")
   assert (values["mem_len"], values["clamp_len"]) == (8, 3)
-  assert xlnet_hf.model_config_from_xlnet_config(values, "x").recurrence == xlnet.recurrence
+  assert xlnet_hf.model_config(values, "x").recurrence == xlnet.recurrence
 
 
 @pytest.fixture(scope="module")
