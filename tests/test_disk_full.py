@@ -39,7 +39,9 @@ def small_disk(tmp_path):
 def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   workdir = small_disk / "run"
   flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=4, log_every_steps=4)
-  flags.append("--config.compilation_cache_dir=")  # Only checkpoints fill this disk.
+  # Only checkpoints fill this disk; the compiled programs sit beside it, where the resumed run
+  # loads them instead of compiling again.
+  flags.append(f"--config.compilation_cache_dir={small_disk.parent / 'xla_cache'}")
   full = run_helpers.run_main(workdir, flags, timeout=900)
   assert full.returncode == 2, full.stderr[-3000:]
   output = (full.stdout + full.stderr).strip().splitlines()

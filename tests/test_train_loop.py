@@ -1,9 +1,5 @@
-"""The train loop end to end: metrics, TensorBoard, resume, preemption, NaN stop, 2 processes."""
-
-import pathlib
-import signal
-import subprocess
-import time
+"""The train loop end to end: metrics, TensorBoard, resume, NaN stop, 2 processes (preemption:
+test_preemption.py)."""
 
 import numpy as np
 import pytest
@@ -50,86 +46,6 @@ def test_trains_logs_and_resumes(tmp_path):
   assert "Resuming from" in second.stderr
   steps = [r["step"] for r in run_helpers.read_metrics(tmp_path)]
   assert steps == list(range(1, 15))
-
-
-def _wait_for(predicate, process, log_path, timeout=240):
-  """Polls ``predicate``; fails with the child's log if it exits or time runs out first."""
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    if predicate():
-      return
-    if process.poll() is not None:
-      break
-    time.sleep(0.05)
-  raise AssertionError(
-    f"condition not reached (exit code {process.poll()}):\n"
-    f"{pathlib.Path(log_path).read_text()[-3000:]}"
-  )
-
-
-def _train_rows(workdir):
-  path = pathlib.Path(workdir) / "metrics.jsonl"
-  return run_helpers.read_metrics(workdir) if path.exists() else []
-
-
-def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path):
-  flags = run_helpers.small_flags(num_train_steps=40, checkpoint_every_steps=16, log_every_steps=4)
-  straight = run_helpers.run_main(tmp_path / "straight", flags)
-  assert straight.returncode == 0, straight.stderr[-3000:]
-
-  killed_dir = tmp_path / "killed"
-  log_path = tmp_path / "killed.log"
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(
-      run_helpers.main_command(killed_dir, flags),
-      env=run_helpers.env(),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=log,
-    )
-  try:  # Kill once checkpoint 16 is final and training has gone past it, before 32.
-    _wait_for(
-      lambda: (
-        (killed_dir / "checkpoints" / "16").exists()
-        and any(r["step"] > 16 for r in _train_rows(killed_dir))
-      ),
-      process,
-      log_path,
-    )
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-  finally:
-    process.kill()
-  assert run_helpers.checkpoint_steps(killed_dir) == [16]
-  resumed = run_helpers.run_main(killed_dir, flags)
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  expected = run_helpers.restore_params(tmp_path / "straight", 40)
-  actual = run_helpers.restore_params(killed_dir, 40)
-  assert expected.keys() == actual.keys()
-  for name in expected:  # Bitwise: same XLA program, same data, same rng on the same CPU.
-    np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
-
-
-def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
-  flags = run_helpers.small_flags(num_train_steps=500, checkpoint_every_steps=1000)
-  log_path = tmp_path / "run.log"
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(
-      run_helpers.main_command(tmp_path, flags),
-      env=run_helpers.env(),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=log,
-    )
-  try:
-    _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)), process, log_path)
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=120)
-  finally:
-    process.kill()
-  assert process.returncode == 0, log_path.read_text()[-3000:]
-  saved = run_helpers.checkpoint_steps(tmp_path)
-  assert len(saved) == 1 and 3 <= saved[0] < 500
 
 
 def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):

