@@ -66,3 +66,17 @@ def test_workdir_of_another_model_is_refused_and_kept(tmp_path):
   assert {p: t for p, t in _snapshot(tmp_path).items() if p.name != "config.json"} == {
     p: t for p, t in before.items() if p.name != "config.json"
   }
+
+
+def test_a_line_with_long_paths_keeps_its_problem_and_fix():
+  """Deep temporary or bucket paths lose their middle before the message loses its end."""
+  from bert_jax.errors import UserInputError
+  from bert_jax.tools import error_lines
+
+  deep = "/tmp/" + "/".join(f"level_{i:02d}_of_a_deep_directory" for i in range(6)) + "/model.bin"
+  line, status = error_lines.describe(
+    UserInputError(f"{deep} + {deep}: the table differs from the other's; convert them together")
+  )
+  assert status == 2 and len(line) <= error_lines.MAX_LINE_CHARS
+  assert line.endswith("the table differs from the other's; convert them together"), line
+  assert line.startswith("error: /tmp/level_00_of...") and "directory/model.bin + " in line

@@ -12,7 +12,7 @@ import pytest
 from absl import logging as absl_logging
 
 from bert_jax.tools import error_lines
-from bert_jax.train import background_errors
+from bert_jax.train import background_errors, metrics_writer
 from tests import run_helpers
 
 # Holds the first checkpoint of the run below (~17 MB) but not the second.
@@ -80,6 +80,21 @@ def test_a_write_to_a_full_device_names_the_path_and_the_free_space():
   assert re.match(
     r"error: no space left on the device writing /dev/full \([\d.]+ [KMGT]?B free\)", line
   )
+
+
+def test_a_metrics_row_that_finds_the_disk_full_names_metrics_jsonl(tmp_path):
+  """Python reports a failed flush without the file: the run's line names it."""
+  writer = metrics_writer.MetricsWriter(str(tmp_path), total_steps=4)
+  writer._jsonl.close()  # pylint: disable=protected-access
+  full = open("/dev/full", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+  writer._jsonl = full  # pylint: disable=protected-access
+  with pytest.raises(OSError) as raised:
+    writer.write(1, "train", {"loss": 1.0})
+  with pytest.raises(OSError):
+    full.close()  # The row is still buffered: closing fails too, and closes.
+  line, status = error_lines.describe(raised.value)
+  assert status == 2
+  assert line.startswith(f"error: no space left on the device writing {tmp_path}/metrics.jsonl ")
 
 
 class _ClosedLoopCallback:

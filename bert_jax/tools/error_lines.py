@@ -39,6 +39,9 @@ _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
 _CONFIG_NOT_LOADED = re.compile(r"Failed loading config file.*?Attempted \[[^\]]*\]:\s+(\S+)", re.S)
 _DID_YOU_MEAN = re.compile(r'Did you mean "([^"]+)" instead of "([^"]+)"')
 _FIRST_NAME = re.compile(r"[A-Za-z_][\w.]*|$")
+# A path long enough to push the rest of a line out: its first and last characters are kept.
+_PATH_HEAD, _PATH_TAIL = 16, 40
+_LONG_PATH = re.compile(r"(?:[a-z]+://|/)[^\s:;,'\"()]{" + str(_PATH_HEAD + _PATH_TAIL + 8) + ",}")
 
 
 def _human_bytes(size: float) -> str:
@@ -263,8 +266,17 @@ def parse_error_line(error: BaseException, argv) -> str:
   )
 
 
+def _elide_path(match: re.Match) -> str:
+  path = match.group(0)
+  return f"{path[:_PATH_HEAD]}...{path[-_PATH_TAIL:]}"
+
+
 def _shorten(line: str) -> str:
+  """``line`` on one line of at most `MAX_LINE_CHARS`: long paths lose their middle first
+  (deep temporary or bucket directories), so the problem and the fix after them stay."""
   line = " ".join(line.split())
+  if len(line) > MAX_LINE_CHARS:
+    line = _LONG_PATH.sub(_elide_path, line)
   if len(line) > MAX_LINE_CHARS:
     line = line[: MAX_LINE_CHARS - 3] + "..."
   return line

@@ -1,5 +1,6 @@
 """The train loop: `train_and_evaluate(config, workdir)`, shared by every task."""
 
+import contextlib
 import signal
 import time
 
@@ -317,10 +318,13 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
         break
     drain(keep=0)
   finally:
-    profiler.close()
-    writer.close()
-    if sigterm:
-      sigterm.restore()
-    # Last: a failed asynchronous save (a full disk) raises here, after the rest is closed.
-    checkpointer.close()
+    # Every closer runs even if an earlier one raises, and the checkpointer closes last: a
+    # failed asynchronous save (a full disk) is the error the run ends with, not the metrics
+    # write that found the disk full after it.
+    with contextlib.ExitStack() as closers:
+      closers.callback(checkpointer.close)
+      if sigterm:
+        closers.callback(sigterm.restore)
+      closers.callback(writer.close)
+      closers.callback(profiler.close)
   return eval_metrics

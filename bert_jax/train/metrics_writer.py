@@ -1,5 +1,6 @@
 """Writes metrics to ``metrics.jsonl``, TensorBoard event files and the console (process 0)."""
 
+import contextlib
 import json
 import time
 
@@ -32,7 +33,8 @@ class MetricsWriter:
       return
     workdir = epath.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    self._jsonl = (workdir / "metrics.jsonl").open("a")
+    self._jsonl_path = workdir / "metrics.jsonl"
+    self._jsonl = self._jsonl_path.open("a")
     tf = environment.import_tensorflow_for_data()
     self._tf = tf
     self._summary_writer = tf.summary.create_file_writer(str(workdir / "tensorboard"))
@@ -43,8 +45,9 @@ class MetricsWriter:
       return
     row = {"step": int(step), "split": split}
     row.update({k: float(v) for k, v in metrics.items()})
-    self._jsonl.write(json.dumps(row) + "\n")
-    self._jsonl.flush()
+    with self._naming_the_file():
+      self._jsonl.write(json.dumps(row) + "\n")
+      self._jsonl.flush()
     with self._summary_writer.as_default(step=int(step)):
       for name, value in row.items():
         if name not in ("step", "split"):
@@ -67,5 +70,17 @@ class MetricsWriter:
 
   def close(self):
     if self._active:
-      self._jsonl.close()
+      with self._naming_the_file():
+        self._jsonl.close()
       self._summary_writer.close()
+
+  @contextlib.contextmanager
+  def _naming_the_file(self):
+    """A failed write of a buffered file raises an OSError without a path (a full disk):
+    give it the file's, so the run's error line names where the disk is full."""
+    try:
+      yield
+    except OSError as error:
+      if error.filename:
+        raise
+      raise OSError(error.errno, error.strerror, str(self._jsonl_path)) from error

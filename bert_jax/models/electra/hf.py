@@ -146,8 +146,8 @@ def params_from_hf(discriminator, generator, config: ModelConfig, source: str):
       mine, its = tensors.get(name), generator.get(name)
       if mine is not None and its is not None and not np.array_equal(mine, its):
         raise UserInputError(
-          f"{source}: the generator's {name} differs from the discriminator's; ELECTRA shares "
-          "the embeddings, so convert a generator and discriminator trained together"
+          f"{source}: the generator's {name} differs from the discriminator's; convert a "
+          "generator and discriminator trained together (they share the embeddings)"
         )
     if _TIED_DECODER in generator and not np.array_equal(
       generator[_TIED_DECODER], generator.get(_PREFIX + _EMBEDDING_TABLES[0][1])
