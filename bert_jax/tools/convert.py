@@ -223,6 +223,7 @@ def _tf_reader(checkpoint: str):
     reader = tf.train.load_checkpoint(checkpoint)
   except (tf.errors.OpError, ValueError) as error:
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    reason = reason.replace(str(checkpoint), "it")  # TensorFlow repeats the path.
     raise UserInputError(
       f"no readable TF checkpoint at --input={checkpoint} ({reason}); "
       "pass the prefix of bert_model.ckpt.index / .data-*"

@@ -266,17 +266,17 @@ def parse_error_line(error: BaseException, argv) -> str:
   )
 
 
-def _elide_path(match: re.Match) -> str:
-  path = match.group(0)
-  return f"{path[:_PATH_HEAD]}...{path[-_PATH_TAIL:]}"
-
-
 def _shorten(line: str) -> str:
-  """``line`` on one line of at most `MAX_LINE_CHARS`: long paths lose their middle first
-  (deep temporary or bucket directories), so the problem and the fix after them stay."""
+  """``line`` on one line of at most `MAX_LINE_CHARS`: long paths lose their middle first,
+  the last path first (a path a library's message repeats), so the problem and the fix after
+  them stay and the first path stays whole where it can."""
   line = " ".join(line.split())
-  if len(line) > MAX_LINE_CHARS:
-    line = _LONG_PATH.sub(_elide_path, line)
+  for match in reversed(list(_LONG_PATH.finditer(line))):
+    if len(line) <= MAX_LINE_CHARS:
+      break
+    path = match.group(0)
+    elided = f"{path[:_PATH_HEAD]}...{path[-_PATH_TAIL:]}"
+    line = line[: match.start()] + elided + line[match.end() :]
   if len(line) > MAX_LINE_CHARS:
     line = line[: MAX_LINE_CHARS - 3] + "..."
   return line
