@@ -192,6 +192,11 @@ class InitFromChain:
     self._runs: list[tuple[Workdir, dict]] = []
     self._seen: set = set()
 
+  @classmethod
+  def of(cls, init_from) -> "InitFromChain":
+    """``init_from`` itself if it is a chain already read (or being read), else its chain."""
+    return init_from if isinstance(init_from, cls) else cls(init_from)
+
   def __iter__(self):
     """Yields (Workdir, its config.json as a dict, {} without one), nearest first.
 

@@ -20,8 +20,10 @@ from bert_jax.models.heads import MaskedLmHead, at_positions
 class MlmTrunk(nn.Module):
   """Embeddings + BERT's encoder stack (+ the pooler when the params or the task have one).
 
-  Subclasses set ``embeddings_class`` (a class attribute) and implement `embed`; `pool` is
-  BERT's ``tanh(dense([CLS]))`` unless they override it.
+  Subclasses set ``embeddings_class`` (a class attribute) and define
+  ``embed(input_ids_BL, token_type_ids_BL, input_mask_BL)``, the encoder's input [B, L, D] (the
+  family's embeddings of the batch); `pool` is BERT's ``tanh(dense([CLS]))`` unless they
+  override it.
 
   Attributes:
     config: the model configuration.
@@ -40,10 +42,6 @@ class MlmTrunk(nn.Module):
     self.encoder = Encoder(config, self.deterministic, name="encoder")
     if self.with_pooler:
       self.pooler = layers.dense(config, config.hidden_size, (names.EMBED, names.MLP), "pooler")
-
-  def embed(self, input_ids_BL, token_type_ids_BL, input_mask_BL):
-    """The encoder's input [B, L, D] (the family's embeddings of the batch)."""
-    raise NotImplementedError(type(self).__name__)
 
   def pool(self, first_BD):
     """The pooled output of the first token's state (BERT's tanh pooler)."""

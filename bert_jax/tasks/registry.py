@@ -179,7 +179,7 @@ def resolve_vocab_path(vocab_path: str, init_from) -> str:
   """
   if vocab_path:
     return vocab_path
-  for run, stored in _chain(init_from):
+  for run, stored in workdir_lib.InitFromChain.of(init_from):
     if run.vocab.exists():
       return str(run.vocab)
     vocab_path = run.resolve(stored.get("data", {}).get("vocab_path", ""))
@@ -206,15 +206,9 @@ def resolve_lowercase(lowercase: bool | None, init_from) -> bool:
     lowercase = next(
       (
         stored["data"]["lowercase"]
-        for _, stored in _chain(init_from)
+        for _, stored in workdir_lib.InitFromChain.of(init_from)
         if stored.get("data", {}).get("lowercase") is not None
       ),
       None,
     )
   return True if lowercase is None else bool(lowercase)
-
-
-def _chain(init_from) -> workdir_lib.InitFromChain:
-  if isinstance(init_from, workdir_lib.InitFromChain):
-    return init_from
-  return workdir_lib.InitFromChain(init_from)

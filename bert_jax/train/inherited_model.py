@@ -65,9 +65,7 @@ def source_model_section(init_from, workdir: str | None) -> dict:
     own = workdir_lib.Workdir.at(workdir)
     if own.has_checkpoints() and own.config_json.exists():
       return stored_model_section(own.read_config())
-  if not isinstance(init_from, workdir_lib.InitFromChain):
-    init_from = workdir_lib.InitFromChain(init_from)
-  return stored_model_section(init_from.first()[1])
+  return stored_model_section(workdir_lib.InitFromChain.of(init_from).first()[1])
 
 
 def resolve_model_section(model_section: dict, init_from, workdir: str | None = None) -> dict:
