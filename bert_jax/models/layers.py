@@ -45,8 +45,13 @@ def gelu(x):
   return jax.nn.gelu(x, approximate=False)
 
 
+def gelu_tanh(x):
+  """GELU's tanh approximation ("gelu_new", ALBERT v2)."""
+  return jax.nn.gelu(x, approximate=True)
+
+
 def activation(config: ModelConfig):
   """The config's ``hidden_act``: exact GELU ("gelu") or its tanh form ("gelu_new", ALBERT v2)."""
   if config.hidden_act == "gelu_new":
-    return lambda x: jax.nn.gelu(x, approximate=True)
+    return gelu_tanh
   return gelu
