@@ -18,6 +18,27 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 import pytest  # noqa: E402  (after the XLA flags and jax config above)
 from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
+from tests import xla_options  # noqa: E402
+
+xla_options.disable_most_optimizations()
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+    "markers", "optimized_xla: compile with XLA's usual optimisations (long training runs)"
+  )
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimisations_where_marked(request):
+  """Tests marked ``optimized_xla`` compile with XLA's optimisations (tests/xla_options.py)."""
+  if request.node.get_closest_marker("optimized_xla") is None:
+    yield
+    return
+  with xla_options.optimized_xla():
+    yield
+
+
 # Programs that take longer than this to compile go to the worker's cache (below); the many
 # small helper programs would cost more to write than to compile again.
 _CACHED_COMPILE_SECS = 1.0

@@ -81,6 +81,7 @@ def _ordinal_corpus(path, num_documents=600):
   return path
 
 
+@pytest.mark.optimized_xla
 def test_sop_learns_a_sentence_order_the_text_gives_away(tmp_path):
   """The pipeline's SOP labels, the sentence head on the pooled [CLS] and the eval metric agree.
 
@@ -136,11 +137,13 @@ def mrpc_files(tmp_path_factory):
   return finetune_fixtures.write_mrpc_files(tmp_path_factory.mktemp("mrpc"))
 
 
+@pytest.mark.optimized_xla
 def test_glue_fine_tuning_from_the_albert_workdir(albert_workdir, mrpc_files, tmp_path):
   metrics = train_and_evaluate(_classification(mrpc_files, albert_workdir), str(tmp_path))
   assert metrics["accuracy"] > 0.75 and metrics["f1"] > 0.75, metrics  # Chance: 0.5.
 
 
+@pytest.mark.optimized_xla
 def test_glue_fine_tuning_from_converted_hugging_face_albert(mrpc_files, tmp_path):
   transformers = pytest.importorskip("transformers")
   torch = pytest.importorskip("torch")

@@ -258,6 +258,7 @@ def distilled_workdir(tiny_pretrained_workdir, tmp_path_factory):
   return workdir
 
 
+@pytest.mark.optimized_xla
 def test_distilled_student_beats_the_same_student_from_scratch(
   distilled_workdir, tiny_pretrained_workdir, tmp_path
 ):
@@ -270,6 +271,7 @@ def test_distilled_student_beats_the_same_student_from_scratch(
   assert np.isfinite([distilled["soft_ce"], distilled["cosine_loss"]]).all()
 
 
+@pytest.mark.optimized_xla
 def test_glue_fine_tuning_from_the_distilled_student(distilled_workdir, tmp_path):
   train, dev = finetune_fixtures.write_mrpc_files(tmp_path)
   model = {k: v for k, v in STUDENT.items() if k.startswith("model.")}

@@ -92,6 +92,7 @@ def test_resume_from_the_middle_equals_the_uninterrupted_run(electra_workdir, tm
     assert [r[key] for r in resumed_rows] == [r[key] for r in straight_rows], key
 
 
+@pytest.mark.optimized_xla
 def test_glue_classification_fine_tunes_from_the_discriminator(electra_workdir, tmp_path):
   files = finetune_fixtures.write_mrpc_files(tmp_path)
   steps = 40
@@ -123,6 +124,7 @@ def test_glue_classification_fine_tunes_from_the_discriminator(electra_workdir, 
   assert "bert/embeddings_project/kernel" in restored and "classifier/kernel" in restored
 
 
+@pytest.mark.optimized_xla
 def test_discriminator_learns_to_spot_detectable_replacements(tmp_path):
   """The whole loop (sampling, corrupted input, labels, RTD loss, updates) teaches the
   discriminator: with near-uniform samples (temperature 100) it beats the all-original

@@ -22,7 +22,7 @@ from bert_jax.train import settings as settings_lib
 from bert_jax.train import setup
 from bert_jax.train import state as state_lib
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, run_helpers, xla_options
 
 LENGTH = 64
 
@@ -88,7 +88,9 @@ def multitask_run(tiny_pretrained_workdir, files, tmp_path_factory):
     max_checkpoints_to_keep=2,
   )
   workdir = tmp_path_factory.mktemp("multitask_run")
-  train_and_evaluate(config, str(workdir))
+  # Compiled as the resumed run in test_kill_and_resume_... is (bitwise comparison).
+  with xla_options.optimized_xla():
+    train_and_evaluate(config, str(workdir))
   return workdir, config
 
 
@@ -178,6 +180,7 @@ def test_sharded_member_step_equals_the_single_task_step(files):
   )
 
 
+@pytest.mark.optimized_xla
 def test_kill_and_resume_equals_the_uninterrupted_run(multitask_run, tmp_path):
   """The run "killed" after its first checkpoint (the later one removed) and resumed ends
   with the uninterrupted run's parameters, bitwise, and its eval scores."""

@@ -199,6 +199,7 @@ def test_malformed_squad_json_stops_the_run_before_training(tmp_path):
   assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.optimized_xla
 def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(
   tiny_pretrained_workdir, tmp_path
 ):
@@ -250,6 +251,7 @@ def xlnet_pretrained_workdir(tmp_path_factory):
   )
 
 
+@pytest.mark.optimized_xla
 def test_squad_fine_tunes_from_an_xlnet_pretraining_workdir(xlnet_pretrained_workdir, tmp_path):
   train, dev = write_squad_files(tmp_path)
   steps = 60

@@ -176,6 +176,7 @@ def _probe(data, rng):
   return batch, positions[:, None].astype(np.int32), targets
 
 
+@pytest.mark.optimized_xla
 def test_tlm_recovers_a_masked_word_from_its_translation_and_mlm_cannot(corpus, tmp_path):
   """Words are uniform given their own sentence: only the aligned translation names them.
 
