@@ -19,7 +19,7 @@ def disable_most_optimizations():
 @contextlib.contextmanager
 def optimized_xla():
   """Compiles with XLA's usual optimisations inside the block."""
-  previous = jax.config.jax_disable_most_optimizations
+  previous = jax.config.read("jax_disable_most_optimizations")
   jax.config.update("jax_disable_most_optimizations", False)
   try:
     yield
