@@ -2,7 +2,7 @@
 
 Most test programs are compiled once and run for a few steps, so compiling them takes most of
 their time; `jax_disable_most_optimizations` cuts that by about a third. A test that trains for
-hundreds of steps runs slower that way (about 1.6x), so it opts back in: the ``optimized_xla``
+hundreds of steps runs 1.2-1.8x slower that way, so it opts back in: the ``optimized_xla``
 marker on a test, or `optimized_xla()` around what a fixture trains.
 """
 
