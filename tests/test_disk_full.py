@@ -12,7 +12,7 @@ import pytest
 from absl import logging as absl_logging
 
 from bert_jax.tools import error_lines
-from bert_jax.train import background_errors, metrics_writer
+from bert_jax.train import background_errors, checkpointing, metrics_writer
 from tests import run_helpers
 
 # Holds the first checkpoint of the run below (~17 MB) but not the second.
@@ -95,6 +95,44 @@ def test_a_metrics_row_that_finds_the_disk_full_names_metrics_jsonl(tmp_path):
   line, status = error_lines.describe(raised.value)
   assert status == 2
   assert line.startswith(f"error: no space left on the device writing {tmp_path}/metrics.jsonl ")
+
+
+@pytest.mark.parametrize(
+  "failure",
+  [
+    ValueError("RESOURCE_EXHAUSTED: Error writing to the OCDBT manifest [os_error_code='28']"),
+    OSError(errno.ENOSPC, "No space left on device"),
+  ],
+  ids=["storage_error_without_a_file", "os_error_without_a_file"],
+)
+def test_a_failed_save_on_a_full_disk_names_the_step_directory(tmp_path, failure):
+  """TensorStore and Python do not always say which file found the disk full: the line names
+  the checkpoint being saved, not the current directory's disk."""
+  checkpointer = checkpointing.Checkpointer(str(tmp_path))
+  checkpointer._saving = 8  # pylint: disable=protected-access
+  try:
+    with pytest.raises(OSError) as raised:
+      with checkpointer._failure_warning():  # pylint: disable=protected-access
+        raise failure
+  finally:
+    checkpointer.close()
+  assert raised.value.__cause__ is failure
+  line, status = error_lines.describe(raised.value)
+  assert status == 2
+  assert line.startswith(f"error: no space left on the device writing {tmp_path}/checkpoints/8 ")
+
+
+def test_a_failed_save_for_another_reason_is_raised_unchanged(tmp_path):
+  checkpointer = checkpointing.Checkpointer(str(tmp_path))
+  checkpointer._saving = 8  # pylint: disable=protected-access
+  failure = ValueError('PERMISSION_DENIED: Failed writing: "/x/checkpoints/8/d"')
+  try:
+    with pytest.raises(ValueError) as raised:
+      with checkpointer._failure_warning():  # pylint: disable=protected-access
+        raise failure
+  finally:
+    checkpointer.close()
+  assert raised.value is failure
 
 
 class _ClosedLoopCallback:

@@ -9,6 +9,7 @@ of them in the job log, burying the one ``error:`` line the run ends with. While
 that file.
 """
 
+import errno
 import logging
 import os
 import re
@@ -40,6 +41,14 @@ def cause(error: BaseException) -> str:
     return os.strerror(int(code.group(1)))
   first = (text.strip().splitlines() or [""])[0]
   return f"{type(error).__name__}: {first}"[:160]
+
+
+def is_disk_full(error: BaseException) -> bool:
+  """Whether ``error`` is a full disk: an OSError, or a storage error carrying that OS error."""
+  if isinstance(error, OSError):
+    return error.errno == errno.ENOSPC
+  code = _OS_ERROR_CODE.search(str(error))
+  return bool(code and int(code.group(1)) == errno.ENOSPC) or "No space left" in str(error)
 
 
 class BackgroundErrors(logging.Filter):

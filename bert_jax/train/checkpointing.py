@@ -6,6 +6,8 @@ resume from ``<workdir>/checkpoints`` > ``init_from`` > from scratch.
 """
 
 import contextlib
+import errno
+import os
 
 import jax
 import numpy as np
@@ -191,7 +193,11 @@ class Checkpointer:
 
   @contextlib.contextmanager
   def _failure_warning(self):
-    """One warning for the first failed save: its step, the cause and where the tracebacks are."""
+    """One warning for the first failed save: its step, the cause and where the tracebacks are.
+
+    A full disk is raised as an `OSError` naming the step's directory: TensorStore's messages
+    do not always name a file, and the step is what the user knows.
+    """
     try:
       yield
     except Exception as error:
@@ -203,6 +209,9 @@ class Checkpointer:
           background_errors.cause(error),
           self._background.log_path,
         )
+      if background_errors.is_disk_full(error) and self._saving is not None:
+        step_directory = str(self.directory / str(self._saving))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), step_directory) from error
       raise
 
 
