@@ -107,6 +107,19 @@ def test_a_metrics_row_that_finds_the_disk_full_names_metrics_jsonl(tmp_path):
   assert line.startswith(f"error: no space left on the device writing {tmp_path}/metrics.jsonl ")
 
 
+def _raised_by_the_save_of_step_8(workdir, failure):
+  """What a checkpointer raises when its save of step 8 failed with ``failure``."""
+  checkpointer = checkpointing.Checkpointer(str(workdir))
+  checkpointer._saving = 8  # pylint: disable=protected-access
+  try:
+    with pytest.raises(Exception) as raised:
+      with checkpointer._failure_warning():  # pylint: disable=protected-access
+        raise failure
+  finally:
+    checkpointer.close()
+  return raised.value
+
+
 @pytest.mark.parametrize(
   "failure",
   [
@@ -118,31 +131,16 @@ def test_a_metrics_row_that_finds_the_disk_full_names_metrics_jsonl(tmp_path):
 def test_a_failed_save_on_a_full_disk_names_the_step_directory(tmp_path, failure):
   """TensorStore and Python do not always say which file found the disk full: the line names
   the checkpoint being saved, not the current directory's disk."""
-  checkpointer = checkpointing.Checkpointer(str(tmp_path))
-  checkpointer._saving = 8  # pylint: disable=protected-access
-  try:
-    with pytest.raises(OSError) as raised:
-      with checkpointer._failure_warning():  # pylint: disable=protected-access
-        raise failure
-  finally:
-    checkpointer.close()
-  assert raised.value.__cause__ is failure
-  line, status = error_lines.describe(raised.value)
+  raised = _raised_by_the_save_of_step_8(tmp_path, failure)
+  assert isinstance(raised, OSError) and raised.__cause__ is failure
+  line, status = error_lines.describe(raised)
   assert status == 2
   assert line.startswith(f"error: no space left on the device writing {tmp_path}/checkpoints/8 ")
 
 
 def test_a_failed_save_for_another_reason_is_raised_unchanged(tmp_path):
-  checkpointer = checkpointing.Checkpointer(str(tmp_path))
-  checkpointer._saving = 8  # pylint: disable=protected-access
   failure = ValueError('PERMISSION_DENIED: Failed writing: "/x/checkpoints/8/d"')
-  try:
-    with pytest.raises(ValueError) as raised:
-      with checkpointer._failure_warning():  # pylint: disable=protected-access
-        raise failure
-  finally:
-    checkpointer.close()
-  assert raised.value is failure
+  assert _raised_by_the_save_of_step_8(tmp_path, failure) is failure
 
 
 class _ClosedLoopCallback:

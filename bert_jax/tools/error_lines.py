@@ -17,6 +17,7 @@ from absl import flags
 
 from bert_jax.errors import NonFiniteLossError, UserInputError
 from bert_jax.models import config as model_config
+from bert_jax.train import background_errors
 
 # The last line of stderr stays readable in a terminal and in a job scheduler's summary.
 MAX_LINE_CHARS = 299
@@ -121,9 +122,9 @@ def _storage_value_error_line(error: ValueError) -> str | None:
     return None
   matches = (pattern.search(text) for pattern in _FAILED_PATHS)
   path = next((m.group(1) for m in matches if m), "")
-  code = _OS_ERROR_CODE.search(text)
-  if (code and int(code.group(1)) == errno.ENOSPC) or "No space left" in text:
+  if background_errors.is_disk_full(error):
     return disk_full_line(path or ".")
+  code = _OS_ERROR_CODE.search(text)
   if code:
     number = int(code.group(1))
     return _os_error_line(OSError(number, os.strerror(number), path or None))
