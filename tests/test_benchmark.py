@@ -1,7 +1,9 @@
 """tools/benchmark: the PyTorch baseline (`--baseline=hf_torch`) end to end on CPU, its model and
-first steps, and both step tools (benchmark, aot_compile) on a host without TensorFlow."""
+first steps; the step tools (benchmark, benchmark_variants, profile_table, aot_compile) on a
+host without TensorFlow."""
 
 import dataclasses
+import gzip
 import importlib.util
 import json
 import math
@@ -15,7 +17,7 @@ from bert_jax import names
 from bert_jax.data import mask_positions
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining
-from bert_jax.tools import benchmark, cli
+from bert_jax.tools import benchmark, cli, trace_ops
 from bert_jax.train.optimizer import OptimizerConfig
 from tests import run_helpers
 
@@ -45,10 +47,16 @@ SMALL_MODEL = ModelConfig(
 )
 
 
-def test_benchmark_times_hf_torch_with_bert_jax_on_a_host_without_tensorflow():
+def test_benchmark_times_hf_torch_with_bert_jax_on_a_host_without_tensorflow(tmp_path):
   pytest.importorskip("torch")
   pytest.importorskip("transformers")
-  line = _run_without_tensorflow("bert_jax.tools.benchmark", *BENCHMARK, "--baseline=hf_torch")
+  line = _run_without_tensorflow(
+    "bert_jax.tools.benchmark", *BENCHMARK, "--baseline=hf_torch", f"--profile_dir={tmp_path}"
+  )
+  # --profile_dir: a trace of bert_jax's steps (XLA's ops, not PyTorch's), after the timing.
+  ops = trace_ops.op_times(trace_ops.newest_trace(tmp_path))
+  assert len(ops) > 20 and all(op.ns > 0 for op in ops)
+  assert sum(op.launches for op in ops) % 3 == 0  # --profile_steps=3 runs of one program.
   assert (line["batch"], line["seq_len"], line["steps_timed"]) == (8, 32, 2)
   assert line["peak_flops"] == 1e12
   assert line["hf_torch_median_step_s"] > 0 and line["median_step_s"] > 0
@@ -139,8 +147,9 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
 
-def _run_without_tensorflow(module, *argv):
-  result = subprocess.run(
+def _run_tool(module, *argv):
+  """The finished process of ``python -m module argv`` on a host without TensorFlow."""
+  return subprocess.run(
     [sys.executable, "-c", _NO_TENSORFLOW, module, *argv],
     cwd=run_helpers.REPO,
     env=run_helpers.env(OMP_NUM_THREADS="1"),  # torch: see one_torch_thread.
@@ -149,8 +158,79 @@ def _run_without_tensorflow(module, *argv):
     timeout=300,
     check=False,
   )
+
+
+def _json_lines(module, *argv):
+  result = _run_tool(module, *argv)
   assert result.returncode == 0, result.stderr[-3000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return [json.loads(line) for line in result.stdout.strip().splitlines()], result.stderr
+
+
+def _run_without_tensorflow(module, *argv):
+  return _json_lines(module, *argv)[0][-1]
+
+
+def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp_path):
+  lines, stderr = _json_lines(
+    "bert_jax.tools.benchmark_variants",
+    *BENCHMARK,
+    "--variant=default",
+    "--variant=rbg:prng=rbg",
+    "--variant=no_dropout:model.hidden_dropout_rate=0,model.attention_dropout_rate=0",
+    "--variant=bad:xla.xla_no_such_option=1",
+    f"--profile_dir={tmp_path}/trace",
+    "--profile_top=5",
+    f"--hlo_dir={tmp_path}/hlo",
+  )
+  results = {line["variant"]: line for line in lines if "median_step_s" in line}
+  assert list(results) == ["default", "rbg", "no_dropout"]  # bad did not compile; said why:
+  assert "bad: did not compile" in stderr and "xla_no_such_option" in stderr
+  assert results["default"]["speedup_vs_first"] == 1.0
+  for line in results.values():
+    assert line["median_step_s"] > 0 and line["batch"] == 8 and line["seq_len"] == 32
+    assert line["speedup_vs_first"] == pytest.approx(
+      results["default"]["median_step_s"] / line["median_step_s"], rel=0.02
+    )
+  assert results["no_dropout"]["overrides"] == {
+    "model.hidden_dropout_rate": "0",
+    "model.attention_dropout_rate": "0",
+  }
+  # Each variant's own program (the compiled HLO's metadata names the ops it came from): rbg's
+  # dropout bits come from XLA's RngBitGenerator, threefry's from its hash, and without
+  # dropout no op is left of the dropout layers.
+  hlo = {name: gzip.open(tmp_path / "hlo" / f"{name}.hlo.txt.gz", "rt").read() for name in results}
+  assert "dropout/rng_bit_generator" in hlo["rbg"]
+  assert "rng_bit_generator" not in hlo["default"] and "threefry" in hlo["default"]
+  assert "/dropout/" in hlo["default"] and "/dropout/" not in hlo["no_dropout"]
+  totals = {line["variant"]: line for line in lines if line.get("op") == "TOTAL"}
+  assert set(totals) == set(results)
+  for name, total in totals.items():
+    rows = [line for line in lines if line.get("variant") == name and "op" in line][:-1]
+    assert len(rows) == 5 and total["ops"] > 20 and total["ms_per_step"] > 0
+    assert [row["ms_per_step"] for row in rows] == sorted(
+      (row["ms_per_step"] for row in rows), reverse=True
+    )
+  # profile_table reads the same trace to the same total.
+  table, _ = _json_lines(
+    "bert_jax.tools.profile_table", f"--trace_dir={tmp_path}/trace/default", "--steps=3"
+  )
+  assert table[-1] == {key: totals["default"][key] for key in ("op", "ms_per_step", "share", "ops")}
+
+
+@pytest.mark.parametrize(
+  "module, argv, message",
+  [
+    ("bert_jax.tools.profile_table", ["--trace_dir={tmp}"], "no *.xplane.pb under --trace_dir="),
+    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a:prng=philox"], "prng='philox'"),
+    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a", "--variant=a"], "names repeat"),
+    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a:model.hidden=3"], "no key 'hidden'"),
+  ],
+)
+def test_variant_and_trace_tools_refuse_bad_input_in_one_line(tmp_path, module, argv, message):
+  result = _run_tool(module, *(arg.format(tmp=tmp_path) for arg in argv))
+  assert result.returncode == 2, result.stderr[-2000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and message in last, last
 
 
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu")

@@ -36,13 +36,8 @@ class Embeddings(nn.Module):
 
   def setup(self):
     config = self.config
-    embed = lambda n, axes, name: nn.Embed(  # pylint: disable=g-long-lambda
-      n,
-      config.embedding_width,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      embedding_init=layers.normal_init(config, axes),
-      name=name,
+    embed = lambda n, axes, name: layers.embedding_table(  # pylint: disable=g-long-lambda
+      config, n, config.embedding_width, axes, name
     )
     self.word_embeddings = embed(config.vocab_size, ("vocab", "embed"), "word_embeddings")
     self.position_embeddings = embed(

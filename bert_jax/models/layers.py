@@ -5,11 +5,32 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.embedding_table import EmbeddingTable
 
 
 def normal_init(config: ModelConfig, axes):
   """BERT's N(0, initializer_range) initialiser, annotated with logical axes."""
   return nn.with_logical_partitioning(nn.initializers.normal(stddev=config.initializer_range), axes)
+
+
+def embedding_table(config: ModelConfig, rows: int, width: int, axes, name=None, init=None):
+  """An `EmbeddingTable` (float32 table, rows in the config's dtype) with logical axes.
+
+  Args:
+    config: the model config (dtype, initializer_range).
+    rows: rows of the table.
+    width: features of a row.
+    axes: logical axes of the table.
+    name: module name (default: the attribute it is assigned to).
+    init: initialiser; default BERT's N(0, initializer_range).
+  """
+  return EmbeddingTable(
+    rows,
+    width,
+    dtype=jnp.dtype(config.dtype),
+    embedding_init=nn.with_logical_partitioning(init, axes) if init else normal_init(config, axes),
+    name=name,
+  )
 
 
 def zeros_init(axes):

@@ -63,13 +63,12 @@ class SpanBoundaryHead(nn.Module):
     left_BP, right_BP, offset_BP = span_boundaries(positions_BP, x_BLD.shape[1])
     left_BPD = jnp.take_along_axis(x_BLD, left_BP[:, :, None], axis=1)
     right_BPD = jnp.take_along_axis(x_BLD, right_BP[:, :, None], axis=1)
-    offsets = nn.Embed(
+    offsets = layers.embedding_table(
+      config,
       config.span_boundary.max_offset,
       config.hidden_size,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      embedding_init=layers.normal_init(config, (names.POSITIONS, names.EMBED)),
-      name="position_embeddings",
+      (names.POSITIONS, names.EMBED),
+      "position_embeddings",
     )
     offset_BPD = offsets(jnp.minimum(offset_BP, config.span_boundary.max_offset - 1))
     h_BPX = jnp.concatenate([left_BPD, right_BPD, offset_BPD.astype(left_BPD.dtype)], axis=-1)

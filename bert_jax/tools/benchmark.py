@@ -6,6 +6,9 @@
 A ``task=distillation`` config times the whole distillation step: the frozen teacher's forward
 pass plus the student's update (MFU counts the student's FLOPs only).
 
+``--profile_dir`` traces a few more of bert_jax's steps after the timing
+(`tools/profile_table` sums their device time per HLO op).
+
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
 Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
 FlaxDistilBertForMaskedLM for DistilBERT, FlaxElectraForMaskedLM + FlaxElectraForPreTraining
@@ -40,6 +43,13 @@ _BASELINE = flags.DEFINE_enum(
 _TORCH_COMPILE = flags.DEFINE_bool(
   "torch_compile", False, "--baseline=hf_torch: run the PyTorch model through torch.compile."
 )
+_PROFILE_DIR = flags.DEFINE_string(
+  "profile_dir",
+  None,
+  "After timing, trace bert_jax's step with jax.profiler into this folder (read it with "
+  "tools/profile_table).",
+)
+_PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 3, "--profile_dir: steps traced.")
 
 
 def _timed(run_one, steps):
@@ -154,6 +164,10 @@ def main(argv):
     for _ in range(_ROUNDS.value):
       for name, run_one in runners.items():
         times[name] += _timed(run_one, per_round)
+    if _PROFILE_DIR.value:  # After the timing, so tracing costs it nothing.
+      with jax.profiler.trace(_PROFILE_DIR.value):
+        for _ in range(_PROFILE_STEPS.value):
+          ours()
 
   seq_len = settings.data.max_seq_length
   step_flops = flops.train_flops_per_step(

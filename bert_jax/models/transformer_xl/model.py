@@ -69,13 +69,7 @@ class TransformerXLEncoder(nn.Module):
       setattr(
         self,
         f"word_embedding{suffix}",
-        nn.Embed(
-          end - start,
-          width,
-          dtype=jnp.dtype(config.dtype),
-          param_dtype=jnp.float32,
-          embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
-        ),
+        layers.embedding_table(config, end - start, width, (names.VOCAB, names.EMBED)),
       )
       if self._projected():
         setattr(

@@ -56,16 +56,7 @@ class XlmEmbeddings(Embeddings):
     options = config.xlm
 
     def embed(n, axes, name, init=None):
-      return nn.Embed(
-        n,
-        config.embedding_width,
-        dtype=jnp.dtype(config.dtype),
-        param_dtype=jnp.float32,
-        embedding_init=nn.with_logical_partitioning(init, axes)
-        if init
-        else layers.normal_init(config, axes),
-        name=name,
-      )
+      return layers.embedding_table(config, n, config.embedding_width, axes, name, init)
 
     self.word_embeddings = embed(config.vocab_size, (names.VOCAB, names.EMBED), "word_embeddings")
     self.position_embeddings = embed(

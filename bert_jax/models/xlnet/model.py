@@ -49,12 +49,8 @@ class XLNetEncoder(nn.Module):
 
   def setup(self):
     config = self.config
-    self.word_embedding = nn.Embed(
-      config.vocab_size,
-      config.hidden_size,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      embedding_init=layers.normal_init(config, (names.VOCAB, names.EMBED)),
+    self.word_embedding = layers.embedding_table(
+      config, config.vocab_size, config.hidden_size, (names.VOCAB, names.EMBED)
     )
     self.mask_emb = self.param(
       "mask_emb",

@@ -1,0 +1,294 @@
+"""Variants of one config's train step, compiled together and timed side by side.
+
+  python -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py \
+      --config.model.dtype=bfloat16 --config.global_batch_size=256 \
+      --variant=default --variant=rbg:prng=rbg \
+      --variant=no_dropout:model.hidden_dropout_rate=0,model.attention_dropout_rate=0 \
+      --variant=cublas:xla.xla_gpu_enable_triton_gemm=false --baseline=hf_torch
+
+Answers "does this change make the step faster on this accelerator" in one process: every
+variant is built and compiled in turn (later compiles reuse the first one's GEMM autotuning
+results), and the timed steps alternate between variants in rounds, so all see
+the same machine. A variant is ``NAME[:SETTING,SETTING...]`` where a setting is a config
+override (``model.attention_kind=dense``), ``prng=IMPL`` (the dropout key's implementation:
+``threefry2x32``, ``rbg`` or ``unsafe_rbg``) or ``xla.OPTION=VALUE`` (an XLA compiler option for
+this variant's compile). Prints one JSON line per variant: median step, MFU, compile seconds and
+the ratio to the first variant (and to ``--baseline=hf_torch``, Hugging Face's PyTorch BERT, when
+asked). ``--profile_dir`` traces a few steps of each variant into ``<dir>/<name>`` and prints its
+top HLO ops (`tools/profile_table`); ``--hlo_dir`` writes each compiled step's HLO text.
+"""
+
+import dataclasses
+import gzip
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+from absl import flags
+from ml_collections import config_flags
+
+from bert_jax import environment
+from bert_jax.errors import UserInputError
+from bert_jax.tools import cli
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
+_VARIANTS = flags.DEFINE_multi_string(
+  "variant", ["default"], "NAME[:SETTING,...]; a setting is KEY=VALUE, prng=IMPL or xla.OPT=V."
+)
+_STEPS = flags.DEFINE_integer("steps", 20, "Timed steps per variant (after two warm-up steps).")
+_ROUNDS = flags.DEFINE_integer("rounds", 4, "Alternating rounds the timed steps are split into.")
+_BASELINE = flags.DEFINE_enum("baseline", "none", ["none", "hf_torch"], "Also time a baseline.")
+_PROFILE_DIR = flags.DEFINE_string("profile_dir", None, "Trace each variant into <dir>/<name>.")
+_PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 3, "--profile_dir: steps traced.")
+_PROFILE_TOP = flags.DEFINE_integer("profile_top", 25, "--profile_dir: HLO ops printed.")
+_HLO_DIR = flags.DEFINE_string("hlo_dir", None, "Write <dir>/<name>.hlo.txt.gz per variant.")
+_COMPILE_BUDGET = flags.DEFINE_float(
+  "compile_budget_s", 1e9, "Variants whose compile would start after this many seconds are skipped."
+)
+
+_PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """One way of building the step.
+
+  Attributes:
+    name: label in the output.
+    overrides: config key (dotted) -> value string.
+    prng: the dropout key's PRNG implementation.
+    compiler_options: XLA option -> value, for this variant's compile only.
+  """
+
+  name: str
+  overrides: dict
+  prng: str = "threefry2x32"
+  compiler_options: dict = dataclasses.field(default_factory=dict)
+
+
+def parse_variant(text: str) -> Variant:
+  """``NAME[:SETTING,...]`` as a `Variant`.
+
+  Raises:
+    UserInputError: a setting is not ``KEY=VALUE`` or names an unknown PRNG.
+  """
+  name, _, settings = text.partition(":")
+  if not name:
+    raise UserInputError(f"--variant={text!r} has no name; write NAME[:KEY=VALUE,...]")
+  overrides, prng, options = {}, "threefry2x32", {}
+  for setting in filter(None, settings.split(",")):
+    key, sep, value = setting.partition("=")
+    if not sep or not key:
+      raise UserInputError(f"--variant={text!r}: {setting!r} is not KEY=VALUE")
+    if key == "prng":
+      if value not in _PRNG_IMPLS:
+        raise UserInputError(f"--variant={text!r}: prng={value!r}; use one of {_PRNG_IMPLS}")
+      prng = value
+    elif key.startswith("xla."):
+      options[key[len("xla.") :]] = value
+    else:
+      overrides[key] = value
+  return Variant(name, overrides, prng, options)
+
+
+def _with_overrides(config, overrides):
+  """A copy of ``config`` with dotted-key string overrides, typed like the values they replace."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    for key, text in overrides.items():
+      *path, leaf = key.split(".")
+      node = config
+      for part in path:
+        if part not in node:
+          raise UserInputError(f"--variant override {key!r}: the config has no key {part!r}")
+        node = node[part]
+      if leaf not in node:
+        raise UserInputError(f"--variant override {key!r}: the config has no key {leaf!r}")
+      old = node[leaf]
+      if isinstance(old, bool):
+        value = text.lower() in ("1", "true", "yes")
+      elif old is None or isinstance(old, str):
+        value = text
+      else:
+        value = type(old)(float(text)) if isinstance(old, int) else type(old)(text)
+      node[leaf] = value
+  return config
+
+
+def _compiler_value(text: str):
+  """An XLA option's value: a bool or int where it reads as one, else the string."""
+  if text.lower() in ("true", "false"):
+    return text.lower() == "true"
+  try:
+    return int(text)
+  except ValueError:
+    return text
+
+
+def _progress(message):
+  print(f"[benchmark_variants {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass
+class _Built:
+  variant: Variant
+  settings: object
+  lowered: object
+  state: object
+  batch: object
+  rng: object
+  compiled: object = None
+  compile_s: float = 0.0
+
+
+def main(argv):
+  del argv
+  environment.quiet_tensorflow()
+  if _BASELINE.value == "hf_torch":
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # PyTorch shares the GPU.
+  variants = [parse_variant(text) for text in _VARIANTS.value]
+  names = [variant.name for variant in variants]
+  if len(set(names)) != len(names):
+    raise UserInputError(f"--variant names repeat ({names}); give each its own name")
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+  from bert_jax.tools import (
+    hf_torch_baseline,  # pylint: disable=g-import-not-at-top
+    trace_ops,  # pylint: disable=g-import-not-at-top
+  )
+  from bert_jax.train import flops, setup  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
+  from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
+
+  all_settings = [
+    settings_from_config(_with_overrides(_CONFIG.value, variant.overrides)) for variant in variants
+  ]
+  first = all_settings[0]
+  if _BASELINE.value == "hf_torch":
+    hf_torch_baseline.check_config(first.model)
+    hf_torch_baseline.import_torch()
+  mesh = mesh_lib.make_mesh(first.mesh)
+  built = []
+  with setup.mesh_context(mesh, first.mesh.logical_axis_rules):
+    for variant, settings in zip(variants, all_settings):
+      training = setup.build_training(settings, mesh)
+      state = state_lib.init_state(
+        training.init_params,
+        training.optimizer,
+        jax.random.key(0),
+        training.state_shardings,
+        training.init_memory,
+      )
+      host_batch = training.task.random_batch(settings.trainer.global_batch_size)
+      batch = sharding.host_batch_to_global(host_batch, mesh)
+      rng = jax.device_put(jax.random.key(1, impl=variant.prng), sharding.replicated(mesh))
+      lowered = training.train_step.lower(state, batch, rng)
+      _progress(f"{variant.name}: built and lowered")
+      built.append(_Built(variant, settings, lowered, state, batch, rng))
+
+    deadline = time.monotonic() + _COMPILE_BUDGET.value
+    for index, item in enumerate(built):
+      # One at a time: later variants reuse the first one's autotuning results.
+      if index and time.monotonic() > deadline:
+        _progress(f"{item.variant.name}: skipped, --compile_budget_s spent")
+        continue
+      start = time.perf_counter()
+      options = {k: _compiler_value(v) for k, v in item.variant.compiler_options.items()}
+      try:
+        item.compiled = item.lowered.compile(compiler_options=options or None)
+      except Exception as error:  # pylint: disable=broad-except
+        # One variant's unknown XLA option must not cost the others' measurements.
+        _progress(f"{item.variant.name}: did not compile: {str(error)[:500]}")
+        continue
+      item.compile_s = time.perf_counter() - start
+      _progress(f"{item.variant.name}: compiled in {item.compile_s:.1f} s")
+    if built[0].compiled is None:
+      raise UserInputError(f"the first variant, {built[0].variant.name!r}, did not compile")
+    built = [item for item in built if item.compiled is not None]
+    if _HLO_DIR.value:
+      pathlib.Path(_HLO_DIR.value).mkdir(parents=True, exist_ok=True)
+      for item in built:
+        path = pathlib.Path(_HLO_DIR.value) / f"{item.variant.name}.hlo.txt.gz"
+        with gzip.open(path, "wt") as f:
+          f.write(item.compiled.as_text())
+
+    def runner(item):
+      holder = {"state": item.state}
+
+      def run_one():
+        holder["state"], metrics = item.compiled(holder["state"], item.batch, item.rng)
+        jax.block_until_ready(metrics)
+
+      return run_one
+
+    runners = {item.variant.name: runner(item) for item in built}
+    if _BASELINE.value == "hf_torch":
+      torch_baseline = hf_torch_baseline.train_step(
+        first.model,
+        first.optimizer,
+        training.task.random_batch(first.trainer.global_batch_size),
+        compile_model=False,
+      )
+      runners["hf_torch"] = torch_baseline.step
+    for run_one in runners.values():  # Warm up.
+      run_one()
+      run_one()
+    times = {name: [] for name in runners}
+    per_round = max(_STEPS.value // _ROUNDS.value, 1)
+    for _ in range(_ROUNDS.value):
+      for name, run_one in runners.items():
+        for _ in range(per_round):
+          start = time.perf_counter()
+          run_one()
+          times[name].append(time.perf_counter() - start)
+
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for item in built:
+      settings = item.settings
+      batch_size, seq_len = settings.trainer.global_batch_size, settings.data.max_seq_length
+      step_flops = flops.train_flops_per_step(
+        settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
+      )
+      peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
+      median = medians[item.variant.name]
+      result = {
+        "variant": item.variant.name,
+        "overrides": item.variant.overrides,
+        "prng": item.variant.prng,
+        "compiler_options": item.variant.compiler_options,
+        "device_kind": jax.devices()[0].device_kind,
+        "batch": batch_size,
+        "seq_len": seq_len,
+        "median_step_s": round(median, 5),
+        "tokens_per_s": round(batch_size * seq_len / median, 1),
+        "mfu": round(step_flops / median / peak, 4),
+        "compile_s": round(item.compile_s, 1),
+        "speedup_vs_first": round(medians[built[0].variant.name] / median, 3),
+      }
+      if "hf_torch" in medians:
+        result["hf_torch_median_step_s"] = round(medians["hf_torch"], 5)
+        result["speedup_vs_hf_torch"] = round(medians["hf_torch"] / median, 3)
+      print(json.dumps(result), flush=True)
+    if _PROFILE_DIR.value:
+      _progress("profiling")
+      for item in built:
+        trace_dir = pathlib.Path(_PROFILE_DIR.value) / item.variant.name
+        run_one = runners[item.variant.name]
+        options = jax.profiler.ProfileOptions()
+        options.python_tracer_level = 0  # Python frames would be most of the file.
+        options.enable_hlo_proto = False
+        with jax.profiler.trace(str(trace_dir), profiler_options=options):
+          for _ in range(_PROFILE_STEPS.value):
+            run_one()
+        ops = trace_ops.op_times(trace_ops.newest_trace(trace_dir))
+        for row in trace_ops.table_rows(ops, _PROFILE_STEPS.value, _PROFILE_TOP.value):
+          print(json.dumps({"variant": item.variant.name, **row}), flush=True)
+
+
+if __name__ == "__main__":
+  raise SystemExit(cli.run_absl(main))
