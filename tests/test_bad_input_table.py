@@ -221,6 +221,10 @@ NOT_IN_TABLE = {
   # Defines absl flags (--lengths, --rounds) that benchmark_attention / benchmark define too, so
   # it cannot be imported beside them; it ends in the same `cli.run_absl`.
   "benchmark_reformer_pytorch",
+  # Likewise (--config, --steps, --rounds as benchmark has them); their bad-input cases run them
+  # in subprocesses in test_benchmark.py.
+  "benchmark_variants",
+  "profile_table",
 }
 
 
