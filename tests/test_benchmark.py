@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ from bert_jax import names
 from bert_jax.data import mask_positions
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining
-from bert_jax.tools import benchmark, cli, trace_ops
+from bert_jax.tools import benchmark, benchmark_gpu_attention, cli, trace_ops
 from bert_jax.train.optimizer import OptimizerConfig
 from tests import run_helpers
 
@@ -240,3 +241,29 @@ def test_aot_compile_runs_without_tensorflow():
   report = _run_without_tensorflow("bert_jax.tools.aot_compile", TINY, "--topology=v5e-1", *flags)
   assert report["fits"] is True and report["compiled_flops"] > 0
   assert np.isclose(report["flops_ratio"], report["compiled_flops"] / report["model_flops"])
+
+
+def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys):
+  status = cli.run_absl(
+    benchmark_gpu_attention.main,
+    ["benchmark_gpu_attention", "--points=2x64", "--timed_repeats=1"],
+  )
+  assert status == 0
+  lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+  checks = {line["check"]: line for line in lines if "check" in line}
+  timed = {line["kind"]: line for line in lines if "kind" in line}
+  assert set(checks) == {"cudnn_mask_vs_xla", "cudnn_dropout"}
+  assert list(timed) == [
+    "bert_jax_dense_dropout",
+    "bert_jax_dense",
+    "xla_fused",
+    "cudnn_mask",
+    "cudnn_lengths",
+    "cudnn_lengths_dropout",
+  ]
+  for name, line in timed.items():
+    assert (line["batch"], line["seq"]) == (2, 64)
+    if name.startswith("cudnn") and jax.default_backend() == "cpu":
+      assert "cuDNN" in line["error"]  # Said per line; the other kinds still ran.
+    else:
+      assert line["fwd_bwd_ms"] > 0

@@ -1,0 +1,146 @@
+"""cuDNN's fused attention beside bert_jax's dense attention on a GPU: JSON lines.
+
+  python -m bert_jax.tools.benchmark_gpu_attention --points=256x128,64x512
+
+First two checks on small inputs: cuDNN's output under a padding mask against XLA's
+(``cudnn_mask_vs_xla``), and its dropout (``cudnn_dropout``), whose seed is a static integer:
+does the mask change from one execution to the next, and do two calls with the same seed in one
+program draw the same mask (then every layer needs its own seed)? Then, for each ``BATCHxSEQ``
+point (12 heads of 64, bf16), the median time of forward + backward of: bert_jax's dense
+attention with and without dropout 0.1, XLA's `jax.nn.dot_product_attention`, and cuDNN's with a
+boolean mask, with sequence lengths, and with sequence lengths and dropout 0.1. Where cuDNN is
+missing (a CPU host) its lines carry the ``error`` instead, so the tool runs anywhere.
+"""
+
+import json
+import statistics
+import time
+
+from absl import flags
+
+from bert_jax.errors import UserInputError
+from bert_jax.tools import cli
+
+_POINTS = flags.DEFINE_list("points", ["256x128", "64x512"], "BATCHxSEQ points timed.")
+_REPEATS = flags.DEFINE_integer(
+  "timed_repeats", 10, "Timed repeats per point (after two warm-ups)."
+)
+
+_HEADS, _HEAD_DIM, _DROPOUT = 12, 64, 0.1
+
+
+def _emit(**fields):
+  print(json.dumps(fields), flush=True)
+
+
+def _points():
+  points = []
+  for text in _POINTS.value:
+    batch, sep, seq = text.partition("x")
+    if not (sep and batch.isdigit() and seq.isdigit() and int(batch) and int(seq) >= 8):
+      raise UserInputError(f"--points: {text!r} is not BATCHxSEQ (e.g. 256x128, seq >= 8)")
+    points.append((int(batch), int(seq)))
+  return points
+
+
+def main(argv):
+  del argv
+  points = _points()
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from jax._src.cudnn import (  # pylint: disable=g-import-not-at-top
+    fused_attention_stablehlo as cudnn,
+  )
+
+  from bert_jax.models.attention import dense, masks  # pylint: disable=g-import-not-at-top
+
+  def inputs(batch, seq):
+    keys = jax.random.split(jax.random.key(0), 3)
+    shape = (batch, seq, _HEADS, _HEAD_DIM)
+    query, key, value = (jax.random.normal(k, shape, jnp.bfloat16) for k in keys)
+    segment_ids = jnp.ones((batch, seq), jnp.int32).at[:, seq - seq // 8 :].set(0)  # Padding.
+    return query, key, value, segment_ids
+
+  def cudnn_dropout(lengths, seed):
+    return lambda q, k, v: cudnn.dot_product_attention(
+      q,
+      k,
+      v,
+      q_seqlen=lengths,
+      kv_seqlen=lengths,
+      scale=_HEAD_DIM**-0.5,
+      mask_type=cudnn.MaskType.PADDING,
+      seed=seed,
+      dropout_rate=_DROPOUT,
+    )
+
+  query, key, value, segment_ids = inputs(4, 128)
+  mask = masks.segment_mask(segment_ids, segment_ids)
+  lengths = jnp.sum(segment_ids > 0, axis=1).astype(jnp.int32)
+  try:
+    want = jax.nn.dot_product_attention(query, key, value, mask=mask, implementation="xla")
+    got = jax.nn.dot_product_attention(query, key, value, mask=mask, implementation="cudnn")
+    rows = (segment_ids > 0)[:, :, None, None]
+    error = jnp.max(jnp.where(rows, jnp.abs(got.astype(jnp.float32) - want), 0.0))
+    _emit(check="cudnn_mask_vs_xla", max_abs_error_unpadded=float(error))
+  except Exception as error:  # pylint: disable=broad-except
+    _emit(check="cudnn_mask_vs_xla", error=str(error)[:300])
+  try:
+    once = jax.jit(cudnn_dropout(lengths, seed=42))
+    twice = jax.jit(lambda q, k, v: (once(q, k, v), once(q, k, v)))
+    first, second = twice(query, key, value)
+    _emit(
+      check="cudnn_dropout",
+      mask_changes_between_executions=not bool(
+        jnp.array_equal(once(query, key, value), once(query, key, value))
+      ),
+      same_seed_same_mask_in_one_program=bool(jnp.array_equal(first, second)),
+    )
+  except Exception as error:  # pylint: disable=broad-except
+    _emit(check="cudnn_dropout", error=str(error)[:300])
+
+  def kinds_for(segment_ids, mask, lengths):
+    rng = jax.random.key(1)
+    return {
+      "bert_jax_dense_dropout": lambda q, k, v: dense.dense_attention_vjp(
+        q, k, v, segment_ids, dropout_rate=_DROPOUT, dropout_rng=rng
+      ),
+      "bert_jax_dense": lambda q, k, v: dense.dense_attention_vjp(q, k, v, segment_ids),
+      "xla_fused": lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, mask=mask, implementation="xla"
+      ),
+      "cudnn_mask": lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, mask=mask, implementation="cudnn"
+      ),
+      "cudnn_lengths": lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, query_seq_lengths=lengths, key_value_seq_lengths=lengths, implementation="cudnn"
+      ),
+      "cudnn_lengths_dropout": cudnn_dropout(lengths, seed=7),
+    }
+
+  for batch, seq in points:
+    query, key, value, segment_ids = inputs(batch, seq)
+    mask = masks.segment_mask(segment_ids, segment_ids)
+    lengths = jnp.sum(segment_ids > 0, axis=1).astype(jnp.int32)
+    kinds = kinds_for(segment_ids, mask, lengths)
+    for name, attention in kinds.items():
+      step = jax.jit(
+        jax.grad(
+          lambda q, k, v, f=attention: f(q, k, v).astype(jnp.float32).sum(), argnums=(0, 1, 2)
+        )
+      )
+      try:
+        for _ in range(2):
+          jax.block_until_ready(step(query, key, value))
+        times = []
+        for _ in range(_REPEATS.value):
+          start = time.perf_counter()
+          jax.block_until_ready(step(query, key, value))
+          times.append(time.perf_counter() - start)
+        _emit(batch=batch, seq=seq, kind=name, fwd_bwd_ms=round(1e3 * statistics.median(times), 3))
+      except Exception as error:  # pylint: disable=broad-except
+        _emit(batch=batch, seq=seq, kind=name, error=str(error)[:300])
+
+
+if __name__ == "__main__":
+  raise SystemExit(cli.run_absl(main))
