@@ -7,7 +7,7 @@
 # is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
 #
 #   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
-#                           [--runs=base,base_compile,large] [--wheels=DIR]
+#                           [--runs=base,base_compile,large] [--wheels=DIR] [--profile]
 #                           [--config.KEY=VALUE ...] [--dry-run]
 #
 #   --out      where the lines and logs go (default: $OUT if set, else .)
@@ -18,6 +18,9 @@
 #   --wheels   a folder of wheels to install first into a temporary folder (--no-index), for
 #              packages the host lacks; ml_collections is the one bert_jax needs that GPU
 #              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
+#   --profile  also trace 3 of bert_jax's steps per run (in OUT_DIR/trace_<run>) and write where
+#              their device time goes, per GPU kernel, to OUT_DIR/<run>.profile.jsonl
+#              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -33,6 +36,7 @@ steps=20
 rounds=4
 runs=base,base_compile,large
 wheels=""
+profile=0
 overrides=()
 for arg in "$@"; do
   case "$arg" in
@@ -42,6 +46,7 @@ for arg in "$@"; do
     --rounds=*) rounds="${arg#*=}" ;;
     --runs=*) runs="${arg#*=}" ;;
     --wheels=*) wheels="${arg#*=}" ;;
+    --profile) profile=1 ;;
     --config.*=*) overrides+=("$arg") ;;
     *) parse_shared_flag "$arg" || unknown_flag "$arg" ;;
   esac
@@ -90,8 +95,15 @@ failed=0
 for run_name in "${selected[@]}"; do
   run_args "$run_name"
   command=("$python" -m bert_jax.tools.benchmark "${ARGS[@]}" ${overrides[@]+"${overrides[@]}"})
+  table=()
+  if ((profile)); then
+    command+=("--profile_dir=$out/trace_$run_name" --profile_steps=3)
+    table=("$python" -m bert_jax.tools.profile_table "--trace_dir=$out/trace_$run_name" --steps=3
+      --top=40)
+  fi
   if ((DRY_RUN)); then
     echo "$(command_line "${command[@]}") >> $(quote_word "$out/gpu_benchmark.jsonl")"
+    ((!profile)) || echo "$(command_line "${table[@]}") > $(quote_word "$out/$run_name.profile.jsonl")"
     continue
   fi
   echo "+ $(command_line "${command[@]}")" >&2
@@ -101,6 +113,8 @@ for run_name in "${selected[@]}"; do
     tail -n 5 "$out/$run_name.log" >&2
     echo "error: the $run_name run exited with status $status (log: $out/$run_name.log)" >&2
     failed=1
+  elif ((profile)); then
+    "${table[@]}" > "$out/$run_name.profile.jsonl" 2>> "$out/$run_name.log" || failed=1
   fi
 done
 exit "$failed"

@@ -460,6 +460,11 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   assert _dry_run(
     "gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--steps=8", "--config.model.num_layers=1"
   ) == [f"{large.replace('--steps=20', '--steps=8')} --config.model.num_layers=1 {out}"]
+  table = "python3 -m bert_jax.tools.profile_table --trace_dir=/tmp/gpu/trace_base --steps=3"
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=base", "--profile") == [
+    f"{base} --profile_dir=/tmp/gpu/trace_base --profile_steps=3 {out}",
+    f"{table} --top=40 > /tmp/gpu/base.profile.jsonl",
+  ]
 
 
 def _fake_python(tmp_path):
