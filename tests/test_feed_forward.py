@@ -1,9 +1,10 @@
-"""The feed-forward's hand-written backward equals autodiff of the same maths."""
+"""The feed-forward's hand-written backward equals autodiff of the same maths; GELU is the exact one."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.special
 
 from bert_jax.models import feed_forward, layers
 
@@ -52,3 +53,25 @@ def test_chunked_feed_forward_gradients_equal_unchunked():
   chunked = jax.grad(loss, argnums=(0, 1))(x, weights, 4)
   for got, want in zip(jax.tree.leaves(chunked), jax.tree.leaves(whole)):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(jnp.float32, 2e-6), (jnp.bfloat16, 8e-3)])
+def test_gelu_is_the_exact_erf_gelu_in_both_dtypes(dtype, tolerance):
+  """Within float32's error of the float64 formula (and one bf16 rounding in bf16), the
+  negative tail too, where ``1 + erf`` cancels; its gradient the exact derivative."""
+  x = np.concatenate([np.linspace(-9.0, 9.0, 4001), [-30.0, 30.0]]).astype(np.float32)
+  x = np.asarray(jnp.asarray(x, dtype).astype(jnp.float32), np.float64)  # Representable.
+  exact = 0.5 * x * (1.0 + scipy.special.erf(x / np.sqrt(2.0)))
+  got = np.asarray(layers.gelu(jnp.asarray(x, dtype)).astype(jnp.float32), np.float64)
+  np.testing.assert_allclose(got, exact, rtol=tolerance, atol=2e-6)
+  slope = np.asarray(jax.vmap(jax.grad(layers.gelu))(jnp.asarray(x, jnp.float32)), np.float64)
+  exact_slope = 0.5 * (1.0 + scipy.special.erf(x / np.sqrt(2.0))) + x * np.exp(
+    -0.5 * x * x
+  ) / np.sqrt(2.0 * np.pi)
+  np.testing.assert_allclose(slope, exact_slope, rtol=2e-6, atol=2e-6)
+
+
+def test_gelu_uses_erf_not_erfc():
+  """erfc is what jax.nn.gelu(approximate=False) lowers to: two branches and an exp per element."""
+  text = jax.jit(layers.gelu).lower(jnp.ones((4, 8), jnp.bfloat16)).as_text()
+  assert "erf" in text and "erfc" not in text

@@ -3,6 +3,7 @@
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embedding_table import EmbeddingTable
@@ -61,9 +62,21 @@ def layer_norm(config: ModelConfig, name: str) -> nn.LayerNorm:
   )
 
 
+_SQRT_HALF = np.float32(1 / np.sqrt(2))
+
+
 def gelu(x):
-  """The exact (erf) GELU of the original BERT, not the tanh approximation."""
-  return jax.nn.gelu(x, approximate=False)
+  """The exact (erf) GELU of the original BERT, not the tanh approximation, in float32.
+
+  Written ``x * (1 + erf(x / sqrt 2)) / 2``, as BERT and PyTorch write it, rather than through
+  `jax.nn.gelu`'s ``erfc``: XLA expands erfc into two polynomial branches and an exp per
+  element: GELU's forward ran 4.5x slower on a CPU ([8, 128, 3072]: 2.72 vs 0.61 ms), and its
+  fusions on an H200 at under half the copy bandwidth. ``1 + erf`` cancels for large negative
+  inputs, so it is computed in float32 whatever the input dtype (in bf16 it would be off by up
+  to 18%; in float32 the result is within 1.1e-6 of the exact value).
+  """
+  x_32 = x.astype(jnp.float32)
+  return (0.5 * x_32 * (1.0 + jax.lax.erf(x_32 * _SQRT_HALF))).astype(x.dtype)
 
 
 def gelu_tanh(x):
