@@ -93,7 +93,7 @@ def main(argv):
   from bert_jax.models import families  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
-  from bert_jax.tools import hf_torch_baseline  # pylint: disable=g-import-not-at-top
+  from bert_jax.tools import hf_torch_baseline, trace_ops  # pylint: disable=g-import-not-at-top
   from bert_jax.train import (
     flops,  # pylint: disable=g-import-not-at-top
     setup,  # pylint: disable=g-import-not-at-top
@@ -165,9 +165,7 @@ def main(argv):
       for name, run_one in runners.items():
         times[name] += _timed(run_one, per_round)
     if _PROFILE_DIR.value:  # After the timing, so tracing costs it nothing.
-      with jax.profiler.trace(_PROFILE_DIR.value):
-        for _ in range(_PROFILE_STEPS.value):
-          ours()
+      trace_ops.trace_steps(ours, _PROFILE_STEPS.value, _PROFILE_DIR.value)
 
   seq_len = settings.data.max_seq_length
   step_flops = flops.train_flops_per_step(

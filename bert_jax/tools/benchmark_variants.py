@@ -134,14 +134,126 @@ def _progress(message):
 
 @dataclasses.dataclass
 class _Built:
+  """One variant's step, lowered, with its own state, batch and key."""
+
   variant: Variant
   settings: object
+  task: object
   lowered: object
   state: object
   batch: object
   rng: object
   compiled: object = None
   compile_s: float = 0.0
+
+  def runner(self):
+    """One update of this variant, run to completion; the state carries over between calls."""
+    import jax  # pylint: disable=g-import-not-at-top
+
+    holder = {"state": self.state}
+
+    def run_one():
+      holder["state"], metrics = self.compiled(holder["state"], self.batch, self.rng)
+      jax.block_until_ready(metrics)
+
+    return run_one
+
+
+def _build(variants, all_settings, mesh):
+  """Each variant's training pieces, initial state, batch and dropout key, and its lowered step."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
+
+  built = []
+  for variant, settings in zip(variants, all_settings):
+    training = setup.build_training(settings, mesh)
+    state = state_lib.init_state(
+      training.init_params,
+      training.optimizer,
+      jax.random.key(0),
+      training.state_shardings,
+      training.init_memory,
+    )
+    host_batch = training.task.random_batch(settings.trainer.global_batch_size)
+    batch = sharding.host_batch_to_global(host_batch, mesh)
+    rng = jax.device_put(jax.random.key(1, impl=variant.prng), sharding.replicated(mesh))
+    lowered = training.train_step.lower(state, batch, rng)
+    _progress(f"{variant.name}: built and lowered")
+    built.append(_Built(variant, settings, training.task, lowered, state, batch, rng))
+  return built
+
+
+def _compile(built, budget_s):
+  """Compiles the variants one at a time (later ones reuse the first's GEMM autotuning); those
+  that fail, or would start after ``budget_s``, are left out with a line on stderr."""
+  deadline = time.monotonic() + budget_s
+  for index, item in enumerate(built):
+    if index and time.monotonic() > deadline:
+      _progress(f"{item.variant.name}: skipped, --compile_budget_s spent")
+      continue
+    start = time.perf_counter()
+    options = {k: _compiler_value(v) for k, v in item.variant.compiler_options.items()}
+    try:
+      item.compiled = item.lowered.compile(compiler_options=options or None)
+    except Exception as error:  # pylint: disable=broad-except
+      # One variant's unknown XLA option must not cost the others' measurements.
+      _progress(f"{item.variant.name}: did not compile: {str(error)[:500]}")
+      continue
+    item.compile_s = time.perf_counter() - start
+    _progress(f"{item.variant.name}: compiled in {item.compile_s:.1f} s")
+  if built[0].compiled is None:
+    raise UserInputError(f"the first variant, {built[0].variant.name!r}, did not compile")
+  return [item for item in built if item.compiled is not None]
+
+
+def _median_times(runners, steps, rounds):
+  """Median wall seconds per call of each runner, after two warm-up calls each; the timed
+  calls alternate between runners in ``rounds`` rounds."""
+  for run_one in runners.values():
+    run_one()
+    run_one()
+  times = {name: [] for name in runners}
+  for _ in range(rounds):
+    for name, run_one in runners.items():
+      for _ in range(max(steps // rounds, 1)):
+        start = time.perf_counter()
+        run_one()
+        times[name].append(time.perf_counter() - start)
+  return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _result(item, medians, first_name, device_kind):
+  """The JSON line of one variant."""
+  from bert_jax.train import flops  # pylint: disable=g-import-not-at-top
+
+  settings = item.settings
+  batch_size, seq_len = settings.trainer.global_batch_size, settings.data.max_seq_length
+  step_flops = flops.train_flops_per_step(
+    settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
+  )
+  peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
+  median = medians[item.variant.name]
+  result = {
+    "variant": item.variant.name,
+    "overrides": item.variant.overrides,
+    "prng": item.variant.prng,
+    "compiler_options": item.variant.compiler_options,
+    "device_kind": device_kind,
+    "batch": batch_size,
+    "seq_len": seq_len,
+    "median_step_s": round(median, 5),
+    "tokens_per_s": round(batch_size * seq_len / median, 1),
+    "mfu": round(step_flops / median / peak, 4),
+    "compile_s": round(item.compile_s, 1),
+    "speedup_vs_first": round(medians[first_name] / median, 3),
+  }
+  if "hf_torch" in medians:
+    result["hf_torch_median_step_s"] = round(medians["hf_torch"], 5)
+    result["speedup_vs_hf_torch"] = round(medians["hf_torch"] / median, 3)
+  return result
 
 
 def main(argv):
@@ -156,13 +268,11 @@ def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
 
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
   from bert_jax.tools import (
     hf_torch_baseline,  # pylint: disable=g-import-not-at-top
     trace_ops,  # pylint: disable=g-import-not-at-top
   )
-  from bert_jax.train import flops, setup  # pylint: disable=g-import-not-at-top
-  from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
   from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
 
   all_settings = [
@@ -173,120 +283,38 @@ def main(argv):
     hf_torch_baseline.check_config(first.model)
     hf_torch_baseline.import_torch()
   mesh = mesh_lib.make_mesh(first.mesh)
-  built = []
   with setup.mesh_context(mesh, first.mesh.logical_axis_rules):
-    for variant, settings in zip(variants, all_settings):
-      training = setup.build_training(settings, mesh)
-      state = state_lib.init_state(
-        training.init_params,
-        training.optimizer,
-        jax.random.key(0),
-        training.state_shardings,
-        training.init_memory,
-      )
-      host_batch = training.task.random_batch(settings.trainer.global_batch_size)
-      batch = sharding.host_batch_to_global(host_batch, mesh)
-      rng = jax.device_put(jax.random.key(1, impl=variant.prng), sharding.replicated(mesh))
-      lowered = training.train_step.lower(state, batch, rng)
-      _progress(f"{variant.name}: built and lowered")
-      built.append(_Built(variant, settings, lowered, state, batch, rng))
-
-    deadline = time.monotonic() + _COMPILE_BUDGET.value
-    for index, item in enumerate(built):
-      # One at a time: later variants reuse the first one's autotuning results.
-      if index and time.monotonic() > deadline:
-        _progress(f"{item.variant.name}: skipped, --compile_budget_s spent")
-        continue
-      start = time.perf_counter()
-      options = {k: _compiler_value(v) for k, v in item.variant.compiler_options.items()}
-      try:
-        item.compiled = item.lowered.compile(compiler_options=options or None)
-      except Exception as error:  # pylint: disable=broad-except
-        # One variant's unknown XLA option must not cost the others' measurements.
-        _progress(f"{item.variant.name}: did not compile: {str(error)[:500]}")
-        continue
-      item.compile_s = time.perf_counter() - start
-      _progress(f"{item.variant.name}: compiled in {item.compile_s:.1f} s")
-    if built[0].compiled is None:
-      raise UserInputError(f"the first variant, {built[0].variant.name!r}, did not compile")
-    built = [item for item in built if item.compiled is not None]
+    built = _compile(_build(variants, all_settings, mesh), _COMPILE_BUDGET.value)
     if _HLO_DIR.value:
       pathlib.Path(_HLO_DIR.value).mkdir(parents=True, exist_ok=True)
       for item in built:
         path = pathlib.Path(_HLO_DIR.value) / f"{item.variant.name}.hlo.txt.gz"
         with gzip.open(path, "wt") as f:
           f.write(item.compiled.as_text())
-
-    def runner(item):
-      holder = {"state": item.state}
-
-      def run_one():
-        holder["state"], metrics = item.compiled(holder["state"], item.batch, item.rng)
-        jax.block_until_ready(metrics)
-
-      return run_one
-
-    runners = {item.variant.name: runner(item) for item in built}
+    runners = {item.variant.name: item.runner() for item in built}
     if _BASELINE.value == "hf_torch":
-      torch_baseline = hf_torch_baseline.train_step(
+      runners["hf_torch"] = hf_torch_baseline.train_step(
         first.model,
         first.optimizer,
-        training.task.random_batch(first.trainer.global_batch_size),
+        built[0].task.random_batch(first.trainer.global_batch_size),
         compile_model=False,
-      )
-      runners["hf_torch"] = torch_baseline.step
-    for run_one in runners.values():  # Warm up.
-      run_one()
-      run_one()
-    times = {name: [] for name in runners}
-    per_round = max(_STEPS.value // _ROUNDS.value, 1)
-    for _ in range(_ROUNDS.value):
-      for name, run_one in runners.items():
-        for _ in range(per_round):
-          start = time.perf_counter()
-          run_one()
-          times[name].append(time.perf_counter() - start)
-
-    medians = {name: statistics.median(values) for name, values in times.items()}
+      ).step
+    medians = _median_times(runners, _STEPS.value, _ROUNDS.value)
     for item in built:
-      settings = item.settings
-      batch_size, seq_len = settings.trainer.global_batch_size, settings.data.max_seq_length
-      step_flops = flops.train_flops_per_step(
-        settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
-      )
-      peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
-      median = medians[item.variant.name]
-      result = {
-        "variant": item.variant.name,
-        "overrides": item.variant.overrides,
-        "prng": item.variant.prng,
-        "compiler_options": item.variant.compiler_options,
-        "device_kind": jax.devices()[0].device_kind,
-        "batch": batch_size,
-        "seq_len": seq_len,
-        "median_step_s": round(median, 5),
-        "tokens_per_s": round(batch_size * seq_len / median, 1),
-        "mfu": round(step_flops / median / peak, 4),
-        "compile_s": round(item.compile_s, 1),
-        "speedup_vs_first": round(medians[built[0].variant.name] / median, 3),
-      }
-      if "hf_torch" in medians:
-        result["hf_torch_median_step_s"] = round(medians["hf_torch"], 5)
-        result["speedup_vs_hf_torch"] = round(medians["hf_torch"] / median, 3)
+      result = _result(item, medians, built[0].variant.name, jax.devices()[0].device_kind)
       print(json.dumps(result), flush=True)
     if _PROFILE_DIR.value:
       _progress("profiling")
       for item in built:
-        trace_dir = pathlib.Path(_PROFILE_DIR.value) / item.variant.name
-        run_one = runners[item.variant.name]
-        options = jax.profiler.ProfileOptions()
-        options.python_tracer_level = 0  # Python frames would be most of the file.
-        options.enable_hlo_proto = False
-        with jax.profiler.trace(str(trace_dir), profiler_options=options):
-          for _ in range(_PROFILE_STEPS.value):
-            run_one()
-        ops = trace_ops.op_times(trace_ops.newest_trace(trace_dir))
-        for row in trace_ops.table_rows(ops, _PROFILE_STEPS.value, _PROFILE_TOP.value):
+        trace = trace_ops.trace_steps(
+          runners[item.variant.name],
+          _PROFILE_STEPS.value,
+          pathlib.Path(_PROFILE_DIR.value) / item.variant.name,
+        )
+        rows = trace_ops.table_rows(
+          trace_ops.op_times(trace), _PROFILE_STEPS.value, _PROFILE_TOP.value
+        )
+        for row in rows:
           print(json.dumps({"variant": item.variant.name, **row}), flush=True)
 
 

@@ -37,6 +37,26 @@ class OpTime:
   hlo_ops: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
+def trace_steps(run_step, steps: int, trace_dir) -> pathlib.Path:
+  """Runs ``run_step`` ``steps`` times under `jax.profiler.trace` into ``trace_dir``.
+
+  Python frames are left out of the trace (they would be most of the file) and so is the HLO
+  proto; device kernels and XLA's host events are in.
+
+  Returns:
+    The trace file written.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  options = jax.profiler.ProfileOptions()
+  options.python_tracer_level = 0
+  options.enable_hlo_proto = False
+  with jax.profiler.trace(str(trace_dir), profiler_options=options):
+    for _ in range(steps):
+      run_step()
+  return newest_trace(trace_dir)
+
+
 def newest_trace(trace_dir) -> pathlib.Path:
   """The newest ``*.xplane.pb`` under ``trace_dir``.
 
