@@ -1,5 +1,7 @@
 """bert_jax: BERT-family and Reformer-style encoders in JAX/Flax."""
 
+import pathlib
+
 import setuptools
 
 # The versions tested together on Python 3.11 (REFERENCE.md); on TPU VMs install jax[tpu] too.
@@ -44,7 +46,7 @@ setuptools.setup(
     name="bert_jax",
     version="0.1.0",
     description="Pretrain and fine-tune BERT-family and Reformer encoders with JAX on TPU pods.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=pathlib.Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     packages=setuptools.find_packages(include=["bert_jax", "bert_jax.*"]),
     package_data={"bert_jax.data": ["corpus/*"]},
