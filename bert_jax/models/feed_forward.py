@@ -77,7 +77,7 @@ def chunked_feed_forward(x_BLD, weights, *, dtype, chunk_len: int, activation=la
   (kernel_in_DF, bias_in_F), (kernel_out_FD, bias_out_D) = weights
 
   def mlp(x_BQD):
-    h_BQF = x_BQD.astype(dtype) @ kernel_in_DF.astype(dtype) + bias_in_F.astype(dtype)[None, None]
+    h_BQF = layers.add_bias(x_BQD.astype(dtype) @ kernel_in_DF.astype(dtype), bias_in_F)
     h_BQF = nn.with_logical_constraint(
       h_BQF, (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_MLP)
     )

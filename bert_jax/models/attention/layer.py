@@ -54,13 +54,17 @@ def project_into_heads(x_BLD, weights, dtype, *, fused: bool):
     width = x_BLD.shape[-1]
     x_2d = x_BLD.reshape((-1, width)).astype(dtype)
     return tuple(
-      (x_2d @ kernel.reshape((width, -1)).astype(dtype)).reshape(x_BLD.shape[:-1] + bias.shape)
-      + bias.astype(dtype)[None, None]
+      layers.add_bias(
+        (x_2d @ kernel.reshape((width, -1)).astype(dtype)).reshape(x_BLD.shape[:-1] + bias.shape),
+        bias,
+      )
       for kernel, bias in weights
     )
   kernel_DNHK = jnp.stack([kernel for kernel, _ in weights], axis=1).astype(dtype)
-  bias_NHK = jnp.stack([bias for _, bias in weights]).astype(dtype)
-  y_BLNHK = jnp.einsum("bld,dnhk->blnhk", x_BLD.astype(dtype), kernel_DNHK) + bias_NHK[None, None]
+  bias_NHK = jnp.stack([bias for _, bias in weights])
+  y_BLNHK = layers.add_bias(
+    jnp.einsum("bld,dnhk->blnhk", x_BLD.astype(dtype), kernel_DNHK), bias_NHK
+  )
   return tuple(y_BLNHK[:, :, i] for i in range(len(weights)))
 
 
@@ -89,7 +93,7 @@ class OutputProjection(nn.Module):
     batch_shape = x.shape[:-2]
     x_2d = x.reshape((-1, heads * head_dim)).astype(dtype)
     y_2d = x_2d @ kernel.reshape((heads * head_dim, width)).astype(dtype)
-    return (y_2d + bias.astype(dtype).reshape((1, -1))).reshape(batch_shape + (width,))
+    return layers.add_bias(y_2d, bias).reshape(batch_shape + (width,))
 
 
 class SelfAttention(nn.Module):
