@@ -12,7 +12,6 @@ from bert_jax.default_config import base_config
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.train import setup
-from bert_jax.train import state as state_lib
 from bert_jax.train.settings import settings_from_config
 
 
@@ -72,9 +71,7 @@ def one_train_step(config, devices):
   mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(
-      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
-    )
+    state = setup.fresh_state(training)
     if training.init_overlay is not None:  # Distillation: the student from its teacher.
       state = state.replace(params=training.init_overlay(state.params))
     init_params = jax.device_get(state.params)

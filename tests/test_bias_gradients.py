@@ -12,9 +12,7 @@ import pytest
 
 from bert_jax.models import layers
 from bert_jax.parallel import mesh as mesh_lib
-from bert_jax.parallel import sharding
 from bert_jax.train import setup
-from bert_jax.train import state as state_lib
 from bert_jax.train.settings import settings_from_config
 from tests import run_helpers
 
@@ -83,16 +81,8 @@ def test_bf16_bert_step_sums_no_gradient_in_bf16():
   mesh = mesh_lib.make_mesh(settings.mesh)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(
-      training.init_params,
-      training.optimizer,
-      jax.random.key(0),
-      training.state_shardings,
-      training.init_memory,
-    )
-    batch = sharding.host_batch_to_global(training.task.random_batch(8), mesh)
-    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
-    text = training.train_step.lower(state, batch, rng).as_text(dialect="hlo")
+    inputs = setup.random_step_inputs(training, mesh, 8)
+    text = training.train_step.lower(inputs.state, inputs.batch, inputs.rng).as_text(dialect="hlo")
   reduces = [line for line in text.splitlines() if " reduce(" in line]
   assert len(reduces) > 50  # The step's reductions are there to be checked.
   assert [line for line in reduces if re.search(r"= \(?bf16\[", line)] == []

@@ -20,7 +20,6 @@ from bert_jax.tasks.multitask import sampling
 from bert_jax.tools import export_task
 from bert_jax.train import settings as settings_lib
 from bert_jax.train import setup
-from bert_jax.train import state as state_lib
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures, run_helpers, xla_options
 
@@ -119,9 +118,7 @@ def _train_steps(config, data, devices, batches):
   mesh = mesh_lib.make_mesh(settings.mesh, devices=devices)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
-    state = state_lib.init_state(
-      training.init_params, training.optimizer, jax.random.key(0), training.state_shardings
-    )
+    state = setup.fresh_state(training)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
     params, metrics = [], []
     for batch in batches:

@@ -16,7 +16,6 @@ from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import causal_lm
 from bert_jax.train import memory_eval, setup
-from bert_jax.train import state as state_lib
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
 from tests import run_helpers
@@ -146,13 +145,7 @@ def _two_steps(config, devices, data):
   train = data.stream("train", settings.trainer.global_batch_size)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
-    state = state_lib.init_state(
-      training.init_params,
-      training.optimizer,
-      jax.random.key(0),
-      training.state_shardings,
-      training.init_memory,
-    )
+    state = setup.fresh_state(training)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
     for step in range(2):
       batch = sharding.host_batch_to_global(train.batch(step), mesh)
@@ -246,13 +239,7 @@ def test_adaptive_softmax_trains_every_cluster(data):
   train = data.stream("train", settings.trainer.global_batch_size)
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
-    state = state_lib.init_state(
-      training.init_params,
-      training.optimizer,
-      jax.random.key(0),
-      training.state_shardings,
-      training.init_memory,
-    )
+    state = setup.fresh_state(training)
     before = jax.device_get(state.params)
     rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
     losses = []

@@ -92,13 +92,11 @@ def main(argv):
 
   from bert_jax.models import families  # pylint: disable=g-import-not-at-top
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
   from bert_jax.tools import hf_torch_baseline, trace_ops  # pylint: disable=g-import-not-at-top
   from bert_jax.train import (
     flops,  # pylint: disable=g-import-not-at-top
     setup,  # pylint: disable=g-import-not-at-top
   )
-  from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
     check_batch_fits_mesh,
     settings_from_config,
@@ -125,16 +123,8 @@ def main(argv):
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(
-      training.init_params,
-      training.optimizer,
-      jax.random.key(0),
-      training.state_shardings,
-      training.init_memory,  # A causal LM's step attends to a full memory, as in training.
-    )
-    host_batch = training.task.random_batch(batch_size)
-    batch = sharding.host_batch_to_global(host_batch, mesh)
-    rng = jax.device_put(jax.random.key(1), sharding.replicated(mesh))
+    inputs = setup.random_step_inputs(training, mesh, batch_size)
+    state, host_batch, batch, rng = inputs.state, inputs.host_batch, inputs.batch, inputs.rng
     holder = {"state": state}
 
     def ours():

@@ -138,11 +138,8 @@ class _Built:
 
   variant: Variant
   settings: object
-  task: object
+  inputs: object  # setup.RandomStepInputs
   lowered: object
-  state: object
-  batch: object
-  rng: object
   compiled: object = None
   compile_s: float = 0.0
 
@@ -150,10 +147,10 @@ class _Built:
     """One update of this variant, run to completion; the state carries over between calls."""
     import jax  # pylint: disable=g-import-not-at-top
 
-    holder = {"state": self.state}
+    holder = {"state": self.inputs.state}
 
     def run_one():
-      holder["state"], metrics = self.compiled(holder["state"], self.batch, self.rng)
+      holder["state"], metrics = self.compiled(holder["state"], self.inputs.batch, self.inputs.rng)
       jax.block_until_ready(metrics)
 
     return run_one
@@ -161,28 +158,17 @@ class _Built:
 
 def _build(variants, all_settings, mesh):
   """Each variant's training pieces, initial state, batch and dropout key, and its lowered step."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  from bert_jax.parallel import sharding  # pylint: disable=g-import-not-at-top
   from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
-  from bert_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
 
   built = []
   for variant, settings in zip(variants, all_settings):
     training = setup.build_training(settings, mesh)
-    state = state_lib.init_state(
-      training.init_params,
-      training.optimizer,
-      jax.random.key(0),
-      training.state_shardings,
-      training.init_memory,
+    inputs = setup.random_step_inputs(
+      training, mesh, settings.trainer.global_batch_size, key_impl=variant.prng
     )
-    host_batch = training.task.random_batch(settings.trainer.global_batch_size)
-    batch = sharding.host_batch_to_global(host_batch, mesh)
-    rng = jax.device_put(jax.random.key(1, impl=variant.prng), sharding.replicated(mesh))
-    lowered = training.train_step.lower(state, batch, rng)
+    lowered = training.train_step.lower(inputs.state, inputs.batch, inputs.rng)
     _progress(f"{variant.name}: built and lowered")
-    built.append(_Built(variant, settings, training.task, lowered, state, batch, rng))
+    built.append(_Built(variant, settings, inputs, lowered))
   return built
 
 
@@ -296,7 +282,7 @@ def main(argv):
       runners["hf_torch"] = hf_torch_baseline.train_step(
         first.model,
         first.optimizer,
-        built[0].task.random_batch(first.trainer.global_batch_size),
+        built[0].inputs.host_batch,
         compile_model=False,
       ).step
     medians = _median_times(runners, _STEPS.value, _ROUNDS.value)

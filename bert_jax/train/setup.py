@@ -163,6 +163,48 @@ def _recurrence_record(task, batch_size: int):
   return {"clm_rows": batch_size, "clm_segment_len": task.segment_len}
 
 
+@dataclasses.dataclass(frozen=True)
+class RandomStepInputs:
+  """What running or compiling a train step needs without data.
+
+  Attributes:
+    state: a freshly initialised train state, in its shardings (a causal LM's with its empty
+      memory, as a step in training attends to).
+    host_batch: the task's random batch, as numpy arrays on the host.
+    batch: the same batch as global arrays on the mesh.
+    rng: the dropout key, replicated.
+  """
+
+  state: Any
+  host_batch: dict
+  batch: dict
+  rng: Any
+
+
+def fresh_state(training: Training):
+  """``training``'s randomly initialised train state (parameter key 0) in its shardings, with
+  the empty memory of a model that has one; call under `mesh_context`."""
+  return state_lib.init_state(
+    training.init_params,
+    training.optimizer,
+    jax.random.key(0),
+    training.state_shardings,
+    training.init_memory,
+  )
+
+
+def random_step_inputs(training: Training, mesh, batch_size: int, key_impl=None):
+  """`RandomStepInputs` for ``training``'s step (the benchmarks, compile checks); call under
+  `mesh_context`. ``key_impl`` is the dropout key's PRNG implementation (default jax's)."""
+  host_batch = training.task.random_batch(batch_size)
+  return RandomStepInputs(
+    state=fresh_state(training),
+    host_batch=host_batch,
+    batch=sharding.host_batch_to_global(host_batch, mesh),
+    rng=jax.device_put(jax.random.key(1, impl=key_impl), sharding.replicated(mesh)),
+  )
+
+
 @contextlib.contextmanager
 def mesh_context(mesh, rules):
   """The mesh and logical axis rules that tracing the model needs, as one context."""
