@@ -8,7 +8,7 @@
 #
 #   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
 #                           [--runs=base,base_compile,large] [--wheels=DIR] [--profile]
-#                           [--config.KEY=VALUE ...] [--dry-run]
+#                           [--gpu_tests] [--config.KEY=VALUE ...] [--dry-run]
 #
 #   --out      where the lines and logs go (default: $OUT if set, else .)
 #   --python   the interpreter with jax (CUDA), flax, optax, orbax, torch, transformers
@@ -21,6 +21,8 @@
 #   --profile  also trace 3 of bert_jax's steps per run (in OUT_DIR/trace_<run>) and write where
 #              their device time goes, per GPU kernel, to OUT_DIR/<run>.profile.jsonl
 #              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
+#   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py: the cudnn
+#              attention kind against the dense one), their summary in OUT_DIR/gpu_tests.txt
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -37,6 +39,7 @@ rounds=4
 runs=base,base_compile,large
 wheels=""
 profile=0
+gpu_tests=0
 overrides=()
 for arg in "$@"; do
   case "$arg" in
@@ -47,6 +50,7 @@ for arg in "$@"; do
     --runs=*) runs="${arg#*=}" ;;
     --wheels=*) wheels="${arg#*=}" ;;
     --profile) profile=1 ;;
+    --gpu_tests) gpu_tests=1 ;;
     --config.*=*) overrides+=("$arg") ;;
     *) parse_shared_flag "$arg" || unknown_flag "$arg" ;;
   esac
@@ -92,6 +96,17 @@ if ((!DRY_RUN)); then
 fi
 cd "$repo"
 failed=0
+if ((gpu_tests)); then
+  # conftest.py defaults JAX to the CPU; these tests skip there.
+  tests=(env "JAX_PLATFORMS=cuda,cpu" "$python" -m pytest -q -p no:cacheprovider --tb=short -rs
+    tests/test_cudnn_attention.py)
+  if ((DRY_RUN)); then
+    echo "$(command_line "${tests[@]}") > $(quote_word "$out/gpu_tests.txt")"
+  else
+    echo "+ $(command_line "${tests[@]}")" >&2
+    "${tests[@]}" > "$out/gpu_tests.txt" 2>&1 || { tail -n 5 "$out/gpu_tests.txt" >&2; failed=1; }
+  fi
+fi
 for run_name in "${selected[@]}"; do
   run_args "$run_name"
   command=("$python" -m bert_jax.tools.benchmark "${ARGS[@]}" ${overrides[@]+"${overrides[@]}"})

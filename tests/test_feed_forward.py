@@ -13,9 +13,11 @@ def _autodiff_reference(activation, h, kernel, bias):
   return activation(h) @ kernel + bias[None, None]
 
 
+@pytest.mark.parametrize("keep_output", [False, True], ids=["recompute", "keep_output"])
 @pytest.mark.parametrize("activation", [layers.gelu, layers.gelu_tanh, jax.nn.relu])
-def test_activation_then_dense_gradients_equal_autodiff(activation):
-  """Outputs and all three gradients in float32, over two leading dimensions."""
+def test_activation_then_dense_gradients_equal_autodiff(activation, keep_output):
+  """Outputs and all three gradients in float32, over two leading dimensions, for both
+  backward forms (recomputing the activation: TPU, CPU; keeping it: GPU)."""
   keys = jax.random.split(jax.random.key(0), 4)
   h = 2 * jax.random.normal(keys[0], (3, 5, 24), jnp.float32)
   kernel = jax.random.normal(keys[1], (24, 8), jnp.float32) / 5
@@ -23,7 +25,7 @@ def test_activation_then_dense_gradients_equal_autodiff(activation):
   d_out = jax.random.normal(keys[3], (3, 5, 8), jnp.float32)
 
   def custom(h, kernel, bias):
-    return feed_forward.activation_then_dense(activation, h, kernel, bias)
+    return feed_forward.activation_then_dense(activation, keep_output, h, kernel, bias)
 
   def reference(h, kernel, bias):
     return _autodiff_reference(activation, h, kernel, bias)
@@ -34,6 +36,39 @@ def test_activation_then_dense_gradients_equal_autodiff(activation):
   for got, expected in zip(custom_vjp(d_out), reference_vjp(d_out)):
     assert got.shape == expected.shape and got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_kept_activation_backward_reads_it_and_writes_the_input_gradient_in_bf16():
+  """The GPU form's backward evaluates no GELU (erf) and passes the pre-activation's gradient
+  on in bf16 only; the TPU form recomputes GELU in each of its two products."""
+  h = jnp.ones((2, 4, 16), jnp.bfloat16)
+  kernel = jnp.ones((16, 8), jnp.bfloat16)
+  bias = jnp.ones((8,), jnp.bfloat16)
+
+  def backward(keep_output):
+    def loss(h, kernel, bias):
+      out = feed_forward.activation_then_dense(layers.gelu, keep_output, h, kernel, bias)
+      return jnp.sum(out.astype(jnp.float32))
+
+    _, vjp = jax.vjp(loss, h, kernel, bias)
+    return jax.make_jaxpr(vjp)(jnp.float32(1.0))
+
+  kept_jaxpr = backward(True)
+  recomputed_jaxpr = backward(False)
+
+  def erf_count(jaxpr):
+    return str(jaxpr).count(" erf ")
+
+  # jax.vjp of GELU evaluates it once for its derivative; the recomputing form also for the
+  # kernel's product.
+  assert erf_count(recomputed_jaxpr) == 2
+  assert erf_count(kept_jaxpr) == 1
+  barrier_outputs = [
+    eqn.outvars[0].aval
+    for eqn in kept_jaxpr.jaxpr.eqns
+    if eqn.primitive.name == "optimization_barrier"
+  ]
+  assert [(a.shape, a.dtype) for a in barrier_outputs] == [((2, 4, 16), jnp.bfloat16)]
 
 
 def test_chunked_feed_forward_gradients_equal_unchunked():

@@ -465,6 +465,14 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
     f"{base} --profile_dir=/tmp/gpu/trace_base --profile_steps=3 {out}",
     f"{table} --top=40 > /tmp/gpu/base.profile.jsonl",
   ]
+  tests = (
+    "env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -p no:cacheprovider --tb=short -rs"
+    " tests/test_cudnn_attention.py > /tmp/gpu/gpu_tests.txt"
+  )
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--gpu_tests") == [
+    tests,
+    f"{large} {out}",
+  ]
 
 
 def _fake_python(tmp_path):

@@ -33,7 +33,7 @@ SIZE_HELP = (
 _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 
 # "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
-ATTENTION_KINDS = ("dense", "fused", "splash", "auto", "lsh", "local")
+ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "auto", "lsh", "local")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new")  # Exact (erf) GELU; its tanh form (ALBERT v2).
@@ -115,8 +115,9 @@ class ModelConfig:
   )
   attention_kind: str = option(
     "auto",
-    help="dense | fused | splash (Pallas TPU) | auto (splash on TPU when L % 128 == 0 and "
-    "attention dropout is 0, else dense) | lsh | local.",
+    help="dense | fused | splash (Pallas TPU) | cudnn (NVIDIA GPU, bf16, right-padded rows, "
+    "no attention dropout) | auto (splash on TPU when L % 128 == 0 and attention dropout is "
+    "0, else dense) | lsh | local.",
   )
   remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")
   scan_layers: bool = option(False, help="One scanned layer body: faster compiles when deep.")
@@ -195,11 +196,13 @@ class ModelConfig:
       raise UserInputError(
         f"model.dtype={self.dtype!r} is unknown; choose one of {', '.join(COMPUTE_DTYPES)}"
       )
-    if self.attention_kind in ("fused", "splash") and self.attention_dropout_rate > 0:
+    if self.attention_kind in ("fused", "splash", "cudnn") and self.attention_dropout_rate > 0:
       raise UserInputError(
         f"model.attention_kind={self.attention_kind!r} has no attention-probability dropout; "
         "set model.attention_dropout_rate=0.0 or use model.attention_kind='dense' or 'auto'"
       )
+    if self.attention_kind == "cudnn":
+      self._check_cudnn()
     if self.ffn_chunk_len < 0:
       raise UserInputError(
         f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
@@ -227,6 +230,19 @@ class ModelConfig:
     check = families.get(self.family).check_config
     if check is not None:
       check(self)
+
+  def _check_cudnn(self):
+    head_dim = self.head_dim
+    if self.dtype != "bfloat16":
+      raise UserInputError(
+        f"model.attention_kind='cudnn' runs in bf16, but model.dtype={self.dtype!r}; set "
+        "model.dtype=bfloat16 or model.attention_kind='dense'"
+      )
+    if head_dim > 128 or head_dim % 8:
+      raise UserInputError(
+        f"model.attention_kind='cudnn' takes heads of at most 128 and a multiple of 8, got "
+        f"head_dim={head_dim}; change model.num_heads or use model.attention_kind='dense'"
+      )
 
   @property
   def head_dim(self) -> int:

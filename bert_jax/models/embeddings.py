@@ -60,7 +60,4 @@ class Embeddings(nn.Module):
 
   def attend(self, x_BPD):
     """Logits over the vocabulary from hidden states, through the tied word table (float32)."""
-    table_VD = self.word_embeddings.embedding
-    return jnp.einsum(
-      "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
-    )
+    return layers.tied_logits(self.word_embeddings.embedding, x_BPD)

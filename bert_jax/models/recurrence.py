@@ -1,9 +1,9 @@
 """Segment-level recurrence shared by the families with memory (XLNet, Transformer-XL).
 
 Each layer's input is cached as the next segment's memory of that layer (`next_memory`, the
-gradient stopped); a token attends to the memory of its own document only (`attention_masks`);
-the LM logits go through the word table tied to the input embedding (`tied_logits`). Their
-layers share the bias-free head projections and the position-wise FFN.
+gradient stopped); a token attends to the memory of its own document only (`attention_masks`).
+Their layers share the bias-free head projections and the position-wise FFN; their LM logits go
+through the word table tied to the input embedding (`layers.tied_logits`).
 """
 
 from collections.abc import Callable
@@ -96,13 +96,6 @@ def memory_outputs(memory, layer_inputs, input_mask_BL, memory_ids_BN, mem_len: 
     # Memory of unknown documents: treat it as the first token's document.
     memory_ids_BN = jnp.broadcast_to(input_mask_BL[:, :1], memory[0].shape[:2])
   return memories, next_memory(memory_ids_BN, input_mask_BL, mem_len)
-
-
-def tied_logits(table_VD, x_BPD):
-  """Logits over the vocabulary through the tied word table [V, D] (float32)."""
-  return jnp.einsum(
-    "bpd,vd->bpv", x_BPD, table_VD.astype(x_BPD.dtype), preferred_element_type=jnp.float32
-  )
 
 
 class HeadProjection(nn.Module):

@@ -228,6 +228,16 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
 
+def _packed_rows_hint(model) -> str:
+  """The other cause of NaN with cuDNN attention: rows that hold several documents."""
+  if model.attention_kind != "cudnn":
+    return ""
+  return (
+    " (attention_kind='cudnn' makes rows that hold several documents NaN: packed records "
+    "need model.attention_kind='dense')"
+  )
+
+
 def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock):
   """The step loop proper: dispatch step N+1 before reading step N's metrics."""
   trainer = settings.trainer
@@ -255,7 +265,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
         raise NonFiniteLossError(
           f"loss or gradient is not finite at step {step}; the last good checkpoint is "
           f"{checkpointer.directory}/{last_saved}; lower optimizer.learning_rate or check "
-          "the data"
+          f"the data{_packed_rows_hint(settings.model)}"
         )
       interval.add(metrics)
       if step % trainer.log_every_steps == 0:

@@ -155,6 +155,11 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
       f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
       f"{model.max_position_embeddings}; shorten the sequences or add position embeddings"
     )
+  if model.attention_kind == "cudnn" and getattr(data, "packing", None) == "full_sentences":
+    raise UserInputError(
+      "model.attention_kind='cudnn' masks by sequence length and cannot keep the documents of "
+      "data.packing='full_sentences' apart; use model.attention_kind='auto' or 'dense'"
+    )
   chunk_len = model.lsh.chunk_len
   if model.attention_kind in ("lsh", "local") and data.max_seq_length % chunk_len:
     raise UserInputError(

@@ -9,7 +9,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.models import layers
-from bert_jax.models.attention import dense, local, lsh, splash
+from bert_jax.models import platform as platform_lib
+from bert_jax.models.attention import cudnn, dense, local, lsh, splash
 from bert_jax.models.config import ModelConfig
 
 
@@ -111,12 +112,11 @@ class SelfAttention(nn.Module):
   def __call__(self, x_BLD, segment_ids_BL):
     config = self.config
     kind = config.attention_kind
+    platform = platform_lib.current_platform()
     if kind == "auto":
-      kind = splash.auto_kind(
-        splash.current_platform(), x_BLD.shape[1], config.attention_dropout_rate
-      )
+      kind = splash.auto_kind(platform, x_BLD.shape[1], config.attention_dropout_rate)
     dtype = jnp.dtype(config.dtype)
-    fused = splash.current_platform() != "cpu"
+    fused = platform != "cpu"
     if kind == "lsh":
       # The Reformer shares the query/key projection: no key parameters.
       qk_BLHD, value_BLHD = project_into_heads(
@@ -172,6 +172,8 @@ class SelfAttention(nn.Module):
         self.sow("intermediates", "attention_probs", probs_BHQK)
       elif kind == "fused":
         out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
+      elif kind == "cudnn":
+        out_BLHD = cudnn.cudnn_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       elif kind == "splash":
         out_BLHD = splash.splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       else:  # local

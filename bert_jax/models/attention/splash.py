@@ -23,6 +23,7 @@ from jax.experimental.pallas.ops.tpu import splash_attention as splash_lib
 from jax.sharding import PartitionSpec
 
 from bert_jax.errors import UserInputError
+from bert_jax.models import platform as platform_lib
 
 # Splash tiles q and kv in blocks that are multiples of the 128-lane vector width and divide
 # the sequence length; larger blocks amortise per-block overhead (MaxText uses 512).
@@ -56,16 +57,6 @@ def auto_kind(platform: str, length: int, attention_dropout_rate: float) -> str:
   if platform == "tpu" and length % _LANES == 0 and attention_dropout_rate == 0:
     return "splash"
   return "dense"
-
-
-def current_platform() -> str:
-  """The platform being compiled for: the context mesh's devices, else the default backend.
-
-  Ahead-of-time compiles for a TPU topology from a CPU host set a mesh of TPU devices, so the
-  mesh, not `jax.default_backend()`, says what the program will run on.
-  """
-  mesh = jax.sharding.get_abstract_mesh()
-  return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
 
 
 def _mesh_axes_dividing(mesh, axes, size: int):
@@ -118,7 +109,7 @@ def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interp
   batch, length, heads, head_dim = query_BLHD.shape
   mesh = jax.sharding.get_abstract_mesh()
   if interpret is None:
-    interpret = current_platform() != "tpu"
+    interpret = platform_lib.current_platform() != "tpu"
   block_size(length)  # Refuse unsupported lengths before tracing the kernel.
   # The kernel takes logits as q . k; BERT scales them by 1/sqrt(head_dim).
   query_BLHD = query_BLHD * jnp.asarray(1.0 / math.sqrt(head_dim), query_BLHD.dtype)

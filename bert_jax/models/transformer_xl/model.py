@@ -198,7 +198,7 @@ class TransformerXLEncoder(nn.Module):
 
   def attend(self, x_BPE):
     """Logits over the vocabulary through the tied word table (float32)."""
-    return recurrence.tied_logits(self.word_embedding.embedding, x_BPE)
+    return layers.tied_logits(self.word_embedding.embedding, x_BPE)
 
 
 class TransformerXLLMHeadModel(nn.Module):

@@ -141,7 +141,7 @@ class XLNetEncoder(nn.Module):
 
   def attend(self, x_BPD):
     """Logits over the vocabulary through the tied word table (float32)."""
-    return recurrence.tied_logits(self.word_embedding.embedding, x_BPD)
+    return layers.tied_logits(self.word_embedding.embedding, x_BPD)
 
 
 class XLNetLMHeadModel(nn.Module):
