@@ -2,8 +2,9 @@
 
 Its weights are held as plain arrays (`DenseParams`) so the chunked form can run them inside
 `jax.lax.map`; the parameter tree is that of two `nn.Dense` layers named as in BERT. The
-activation and the output dense are differentiated by hand (`activation_then_dense`) so that
-the backward keeps one [B, L, intermediate] array per layer instead of two.
+activation and the output dense are differentiated by hand (`activation_then_dense`): on TPU and
+CPU the backward keeps one [B, L, intermediate] array per layer instead of two, on GPU it keeps
+the activation's output rather than recompute it.
 """
 
 import functools
