@@ -127,13 +127,16 @@ def activation_then_dense(activation, keep_output, h_BQF, kernel_FD, bias_D):
     [..., D] in the compute dtype.
   """
   del keep_output  # How the backward works, not what the layer computes.
-  return activation(h_BQF) @ kernel_FD + bias_D.reshape((1,) * (h_BQF.ndim - 1) + (-1,))
+  return _dense(activation(h_BQF), kernel_FD, bias_D)
+
+
+def _dense(g_BQF, kernel_FD, bias_D):
+  return g_BQF @ kernel_FD + bias_D.reshape((1,) * (g_BQF.ndim - 1) + (-1,))
 
 
 def _activation_then_dense_forward(activation, keep_output, h_BQF, kernel_FD, bias_D):
   g_BQF = activation(h_BQF)
-  out_BQD = g_BQF @ kernel_FD + bias_D.reshape((1,) * (h_BQF.ndim - 1) + (-1,))
-  return out_BQD, (h_BQF, g_BQF if keep_output else None, kernel_FD)
+  return _dense(g_BQF, kernel_FD, bias_D), (h_BQF, g_BQF if keep_output else None, kernel_FD)
 
 
 def _activation_then_dense_backward(activation, keep_output, residuals, d_out_BQD):
@@ -141,21 +144,21 @@ def _activation_then_dense_backward(activation, keep_output, residuals, d_out_BQ
   d_bias_D = jnp.sum(d_out_BQD, axis=tuple(range(d_out_BQD.ndim - 1)))
   if keep_output:
     d_kernel_FD = jnp.einsum("...f,...d->fd", g_BQF, d_out_BQD)
-    _, activation_vjp = jax.vjp(activation, h_BQF)
-    (d_h_BQF,) = activation_vjp(d_out_BQD @ kernel_FD.T)
+    h_for_input_BQF = h_BQF
+  else:
+    # Each product recomputes what it needs from its own copy of ``h`` behind a barrier, so
+    # XLA merges neither recomputation with the forward's nor with each other (a merged erf
+    # term would be written out and read back by both), and fuses each into its product.
+    h_for_kernel_BQF, d_out_for_kernel_BQD = jax.lax.optimization_barrier((h_BQF, d_out_BQD))
+    d_kernel_FD = jnp.einsum("...f,...d->fd", activation(h_for_kernel_BQF), d_out_for_kernel_BQD)
+    h_for_input_BQF, kernel_FD = jax.lax.optimization_barrier((h_BQF, kernel_FD))
+  _, activation_vjp = jax.vjp(activation, h_for_input_BQF)
+  (d_h_BQF,) = activation_vjp(d_out_BQD @ kernel_FD.T)
+  if keep_output:
     # The barrier keeps the compute-dtype gradient as it is: without it XLA (allowed excess
     # precision) hands the bias gradient's float32 sum the unrounded float32 values, and so
     # writes [B, Q, F] in float32 and reads it back to round it.
     d_h_BQF = jax.lax.optimization_barrier(d_h_BQF)
-    return d_h_BQF, d_kernel_FD.astype(kernel_FD.dtype), d_bias_D.astype(d_out_BQD.dtype)
-  # Each product recomputes what it needs from its own copy of ``h`` behind a barrier, so XLA
-  # merges neither recomputation with the forward's nor with each other (a merged erf term
-  # would be written out and read back by both), and fuses each into its product.
-  h_for_kernel_BQF, d_out_for_kernel_BQD = jax.lax.optimization_barrier((h_BQF, d_out_BQD))
-  d_kernel_FD = jnp.einsum("...f,...d->fd", activation(h_for_kernel_BQF), d_out_for_kernel_BQD)
-  h_for_input_BQF, kernel_FD = jax.lax.optimization_barrier((h_BQF, kernel_FD))
-  _, activation_vjp = jax.vjp(activation, h_for_input_BQF)
-  (d_h_BQF,) = activation_vjp(d_out_BQD @ kernel_FD.T)
   return d_h_BQF, d_kernel_FD.astype(kernel_FD.dtype), d_bias_D.astype(d_out_BQD.dtype)
 
 
