@@ -2,27 +2,34 @@
 # Times bert_jax's pretraining step against Hugging Face's PyTorch BertForPreTraining on this
 # machine's GPU, in one go: BERT-base (batch 256 x 128) eager and with torch.compile, then
 # BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (issue 20's table).
+# The runs attention and attention512 (not run unless named) time BERT-base with the dense
+# attention kernel against the flash one side by side (tools/benchmark_variants), at 256 x 128
+# and at 64 x 512, attention dropout 0.1 in both; large_unrolled times BERT-large as configured
+# (remat and scanned layers, for TPU pods) against neither, which one GPU has the memory for.
 # Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
 # cut short keeps the lines before it) and writes its stderr to OUT_DIR/<run>.log. The checkout
 # is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
 #
 #   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
-#                           [--runs=base,base_compile,large] [--wheels=DIR] [--profile]
+#                           [--runs=base,base_compile,large,attention,attention512,...]
+#                           [--wheels=DIR] [--profile]
 #                           [--gpu_tests] [--config.KEY=VALUE ...] [--dry-run]
 #
 #   --out      where the lines and logs go (default: $OUT if set, else .)
 #   --python   the interpreter with jax (CUDA), flax, optax, orbax, torch, transformers
 #   --steps    timed steps of each implementation (after two warm-up steps)
 #   --rounds   alternating rounds the steps are split into
-#   --runs     which of base, base_compile, large to run, in this order
+#   --runs     which of base, base_compile, large, attention, attention512, large_unrolled to
+#              run, in this order
 #   --wheels   a folder of wheels to install first into a temporary folder (--no-index), for
 #              packages the host lacks; ml_collections is the one bert_jax needs that GPU
 #              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
 #   --profile  also trace 3 of bert_jax's steps per run (in OUT_DIR/trace_<run>) and write where
 #              their device time goes, per GPU kernel, to OUT_DIR/<run>.profile.jsonl
 #              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
-#   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py: the cudnn
-#              attention kind against the dense one), their summary in OUT_DIR/gpu_tests.txt
+#   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py and
+#              tests/test_flash_attention.py: the cudnn and flash attention kinds against the
+#              dense one, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -59,15 +66,20 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds='$rounds': a number >= 1"
 IFS=, read -r -a selected <<< "$runs"
 for run_name in "${selected[@]}"; do
-  [[ " base base_compile large " == *" $run_name "* ]] ||
-    die "bad --runs='$runs': a comma-separated list of base, base_compile, large"
+  [[ " base base_compile large attention attention512 large_unrolled " == *" $run_name "* ]] ||
+    die "bad --runs='$runs': a comma-separated list of base, base_compile, large, attention," \
+      "attention512, large_unrolled"
 done
 [[ -z $wheels || -d $wheels ]] || die "bad --wheels='$wheels': not a folder"
 
-# run_args NAME: sets ARGS to the benchmark flags of that run.
+# run_args NAME: sets TOOL and ARGS to the benchmark module and flags of that run.
 run_args() {
   local base=(--config.model.dtype=bfloat16 "--steps=$steps" "--rounds=$rounds"
     --baseline=hf_torch)
+  local timing=(--config.model.dtype=bfloat16 "--steps=$steps" "--rounds=$rounds")
+  local kinds=("${timing[@]}" --variant=dense:model.attention_kind=dense
+    --variant=flash:model.attention_kind=flash)
+  TOOL=bert_jax.tools.benchmark
   case "$1" in
     base) ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${base[@]}") ;;
     base_compile)
@@ -75,6 +87,20 @@ run_args() {
         --torch_compile)
       ;;
     large) ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${base[@]}") ;;
+    attention)
+      TOOL=bert_jax.tools.benchmark_variants
+      ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${kinds[@]}")
+      ;;
+    attention512)
+      TOOL=bert_jax.tools.benchmark_variants
+      ARGS=(--config=configs/bert_base.py --config.global_batch_size=64
+        --config.data.max_seq_length=512 --config.data.max_predictions_per_seq=80 "${kinds[@]}")
+      ;;
+    large_unrolled)
+      TOOL=bert_jax.tools.benchmark_variants
+      ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${timing[@]}"
+        --variant=configured "--variant=unrolled:model.remat_policy=none,model.scan_layers=false")
+      ;;
   esac
 }
 
@@ -99,7 +125,7 @@ failed=0
 if ((gpu_tests)); then
   # conftest.py defaults JAX to the CPU; these tests skip there.
   tests=(env "JAX_PLATFORMS=cuda,cpu" "$python" -m pytest -q -p no:cacheprovider --tb=short -rs
-    tests/test_cudnn_attention.py)
+    tests/test_cudnn_attention.py tests/test_flash_attention.py)
   if ((DRY_RUN)); then
     echo "$(command_line "${tests[@]}") > $(quote_word "$out/gpu_tests.txt")"
   else
@@ -109,16 +135,19 @@ if ((gpu_tests)); then
 fi
 for run_name in "${selected[@]}"; do
   run_args "$run_name"
-  command=("$python" -m bert_jax.tools.benchmark "${ARGS[@]}" ${overrides[@]+"${overrides[@]}"})
+  command=("$python" -m "$TOOL" "${ARGS[@]}" ${overrides[@]+"${overrides[@]}"})
   table=()
   if ((profile)); then
     command+=("--profile_dir=$out/trace_$run_name" --profile_steps=3)
-    table=("$python" -m bert_jax.tools.profile_table "--trace_dir=$out/trace_$run_name" --steps=3
-      --top=40)
+    # benchmark_variants prints each variant's top kernels in its own lines.
+    [[ $TOOL == bert_jax.tools.benchmark_variants ]] ||
+      table=("$python" -m bert_jax.tools.profile_table "--trace_dir=$out/trace_$run_name"
+        --steps=3 --top=40)
   fi
   if ((DRY_RUN)); then
     echo "$(command_line "${command[@]}") >> $(quote_word "$out/gpu_benchmark.jsonl")"
-    ((!profile)) || echo "$(command_line "${table[@]}") > $(quote_word "$out/$run_name.profile.jsonl")"
+    ((!${#table[@]})) ||
+      echo "$(command_line "${table[@]}") > $(quote_word "$out/$run_name.profile.jsonl")"
     continue
   fi
   echo "+ $(command_line "${command[@]}")" >&2
@@ -128,7 +157,7 @@ for run_name in "${selected[@]}"; do
     tail -n 5 "$out/$run_name.log" >&2
     echo "error: the $run_name run exited with status $status (log: $out/$run_name.log)" >&2
     failed=1
-  elif ((profile)); then
+  elif ((${#table[@]})); then
     "${table[@]}" > "$out/$run_name.profile.jsonl" 2>> "$out/$run_name.log" || failed=1
   fi
 done

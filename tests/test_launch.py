@@ -467,11 +467,23 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   ]
   tests = (
     "env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -p no:cacheprovider --tb=short -rs"
-    " tests/test_cudnn_attention.py > /tmp/gpu/gpu_tests.txt"
+    " tests/test_cudnn_attention.py tests/test_flash_attention.py > /tmp/gpu/gpu_tests.txt"
   )
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--gpu_tests") == [
     tests,
     f"{large} {out}",
+  ]
+  # Dense against flash attention, side by side at seq 512; the variants tool prints its own
+  # profile table, so --profile adds no profile_table command.
+  variants = (
+    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    " --config.global_batch_size=64 --config.data.max_seq_length=512"
+    " --config.data.max_predictions_per_seq=80 --config.model.dtype=bfloat16 --steps=20"
+    " --rounds=4 --variant=dense:model.attention_kind=dense"
+    " --variant=flash:model.attention_kind=flash"
+  )
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=attention512", "--profile") == [
+    f"{variants} --profile_dir=/tmp/gpu/trace_attention512 --profile_steps=3 {out}"
   ]
 
 

@@ -33,7 +33,9 @@ SIZE_HELP = (
 _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 
 # "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
-ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "auto", "lsh", "local")
+ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "flash", "auto", "lsh", "local")
+# Head sizes the flash kernels take: powers of two (Triton's tiles), 16 at least (its products).
+FLASH_HEAD_DIMS = (16, 32, 64, 128, 256)
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new")  # Exact (erf) GELU; its tanh form (ALBERT v2).
@@ -116,8 +118,9 @@ class ModelConfig:
   attention_kind: str = option(
     "auto",
     help="dense | fused | splash (Pallas TPU) | cudnn (NVIDIA GPU, bf16, right-padded rows, "
-    "no attention dropout) | auto (splash on TPU when L % 128 == 0 and attention dropout is "
-    "0, else dense) | lsh | local.",
+    "no attention dropout) | flash (Pallas Triton, NVIDIA GPU, with attention dropout; "
+    "head_dim a power of two in 16..256, L % 16 == 0) | auto (splash on TPU when "
+    "L % 128 == 0 and attention dropout is 0, else dense) | lsh | local.",
   )
   remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")
   scan_layers: bool = option(False, help="One scanned layer body: faster compiles when deep.")
@@ -203,6 +206,12 @@ class ModelConfig:
       )
     if self.attention_kind == "cudnn":
       self._check_cudnn()
+    if self.attention_kind == "flash" and self.head_dim not in FLASH_HEAD_DIMS:
+      raise UserInputError(
+        f"model.attention_kind='flash' takes head_dim {', '.join(map(str, FLASH_HEAD_DIMS))}, "
+        f"got head_dim={self.head_dim}; change model.num_heads or use "
+        "model.attention_kind='dense'"
+      )
     if self.ffn_chunk_len < 0:
       raise UserInputError(
         f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from bert_jax.models import layers
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import cudnn, dense, local, lsh, splash
+from bert_jax.models.attention import cudnn, dense, flash, local, lsh, splash
 from bert_jax.models.config import ModelConfig
 
 
@@ -174,6 +174,15 @@ class SelfAttention(nn.Module):
         out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       elif kind == "cudnn":
         out_BLHD = cudnn.cudnn_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
+      elif kind == "flash":
+        out_BLHD = flash.flash_attention(
+          query_BLHD,
+          key_BLHD,
+          value_BLHD,
+          segment_ids_BL,
+          dropout_rate=config.attention_dropout_rate if dropout_active else 0.0,
+          dropout_rng=self.make_rng("dropout") if dropout_active else None,
+        )
       elif kind == "splash":
         out_BLHD = splash.splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       else:  # local

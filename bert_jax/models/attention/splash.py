@@ -16,14 +16,13 @@ tests and CPU debugging). The kernel has no dropout on the attention probabiliti
 
 import math
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu import splash_attention as splash_lib
-from jax.sharding import PartitionSpec
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import platform as platform_lib
+from bert_jax.models.attention import per_shard
 
 # Splash tiles q and kv in blocks that are multiples of the 128-lane vector width and divide
 # the sequence length; larger blocks amortise per-block overhead (MaxText uses 512).
@@ -57,12 +56,6 @@ def auto_kind(platform: str, length: int, attention_dropout_rate: float) -> str:
   if platform == "tpu" and length % _LANES == 0 and attention_dropout_rate == 0:
     return "splash"
   return "dense"
-
-
-def _mesh_axes_dividing(mesh, axes, size: int):
-  """``axes`` if their product divides ``size`` (else None: replicate this dimension)."""
-  names = (axes,) if isinstance(axes, str) else tuple(axes or ())
-  return axes if names and size % math.prod(mesh.shape[a] for a in names) == 0 else None
 
 
 def _kernel(num_heads: int, length: int, interpret: bool):
@@ -106,8 +99,7 @@ def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interp
   Returns:
     Attention output [batch, length, heads, head_dim] in the dtype of ``query_BLHD``.
   """
-  batch, length, heads, head_dim = query_BLHD.shape
-  mesh = jax.sharding.get_abstract_mesh()
+  length, head_dim = query_BLHD.shape[1], query_BLHD.shape[3]
   if interpret is None:
     interpret = platform_lib.current_platform() != "tpu"
   block_size(length)  # Refuse unsupported lengths before tracing the kernel.
@@ -123,19 +115,7 @@ def splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, *, interp
       q_BHLD, k_BHLD, v_BHLD, splash_lib.SegmentIds(q=segment_ids_BL, kv=segment_ids_BL)
     )
 
-  if mesh.empty:
-    out_BHLD = attend(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL)
-  else:
-    batch_axes, head_axes = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
-    batch_axes = _mesh_axes_dividing(mesh, batch_axes, batch)
-    head_axes = _mesh_axes_dividing(mesh, head_axes, heads)
-    qkv_spec = PartitionSpec(batch_axes, head_axes, None, None)
-    # check_vma=False: the Pallas call inside carries no varying-axes annotations.
-    out_BHLD = jax.shard_map(
-      attend,
-      mesh=mesh,
-      in_specs=(qkv_spec, qkv_spec, qkv_spec, PartitionSpec(batch_axes, None)),
-      out_specs=qkv_spec,
-      check_vma=False,
-    )(q_BHLD, k_BHLD, v_BHLD, segment_ids_BL)
+  out_BHLD = per_shard.call_per_shard(
+    attend, (q_BHLD, k_BHLD, v_BHLD, segment_ids_BL), ("BHLD", "BHLD", "BHLD", "BL"), "BHLD"
+  )
   return out_BHLD.transpose(0, 2, 1, 3)
