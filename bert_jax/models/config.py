@@ -34,7 +34,8 @@ _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 
 # "auto" = splash on TPU where it applies, else dense (rule: attention/splash.py auto_kind).
 ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "flash", "auto", "lsh", "local")
-# Head sizes the flash kernels take: powers of two (Triton's tiles), 16 at least (its products).
+# Head sizes the flash kernels take (GPU and TPU alike): powers of two (Triton's tiles), 16 at
+# least (its products).
 FLASH_HEAD_DIMS = (16, 32, 64, 128, 256)
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
@@ -118,8 +119,9 @@ class ModelConfig:
   attention_kind: str = option(
     "auto",
     help="dense | fused | splash (Pallas TPU) | cudnn (NVIDIA GPU, bf16, right-padded rows, "
-    "no attention dropout) | flash (Pallas Triton, NVIDIA GPU, with attention dropout; "
-    "head_dim a power of two in 16..256, L % 16 == 0) | auto (splash on TPU when "
+    "no attention dropout) | flash (Pallas FlashAttention-2 with attention dropout, one "
+    "mask on both platforms: Triton on NVIDIA GPU, L % 16 == 0; Mosaic on TPU, "
+    "L % 128 == 0; head_dim a power of two in 16..256) | auto (splash on TPU when "
     "L % 128 == 0 and attention dropout is 0, else dense) | lsh | local.",
   )
   remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")

@@ -89,9 +89,9 @@ def compile_step(settings, mesh, compiler_options=None, unscanned_teacher=False)
 
 
 # What XLA's cost analysis leaves out of a program's FLOPs: it counts a loop's body once, and
-# sees nothing inside a Pallas kernel (splash attention is a ``tpu_custom_call``).
+# sees nothing inside a Pallas kernel (splash and flash attention are ``tpu_custom_call``s).
 LOOPS_COUNTED_ONCE = "loops counted once"
-PALLAS_NOT_COUNTED = "Pallas kernels (splash attention) not counted"
+PALLAS_NOT_COUNTED = "Pallas kernels (splash or flash attention) not counted"
 
 
 def cost(compiled) -> tuple:

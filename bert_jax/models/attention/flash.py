@@ -1,4 +1,7 @@
-"""FlashAttention-2 for NVIDIA GPUs in Pallas (Triton backend), with attention dropout.
+"""FlashAttention-2 in Pallas with attention dropout: Triton kernels here, Mosaic on TPU.
+
+`flash_attention` is the one entry point: on TPU it runs `flash_tpu`'s Mosaic kernels, which
+do the same maths with the same dropout mask; everywhere else the Triton kernels below.
 
 Nothing of size [B, H, L, L] reaches memory in either pass. The forward kernel runs one program
 per (query block, batch, head) and loops over key blocks with the online softmax (float32
@@ -20,8 +23,9 @@ id. A padding query (id 0) attends to nothing: its output is zero and it passes 
 to queries, keys or values. Real tokens get the dense kernel's outputs and gradients.
 
 Requirements: head_dim a power of two in [16, 256] and a length that is a multiple of 16 (the
-smallest block Triton's products take). Off GPU the kernels run in Pallas interpret mode (slow;
-for tests and CPU debugging). Under a mesh they run per shard (`per_shard`).
+smallest block Triton's products take; 128 on TPU). Off GPU and TPU the Triton kernels run in
+Pallas interpret mode (slow; for tests and CPU debugging). Under a mesh either platform's
+kernels run per shard (`per_shard`).
 """
 
 import dataclasses
@@ -35,7 +39,7 @@ from jax.experimental.pallas import triton as pltriton
 from bert_jax.errors import UserInputError
 from bert_jax.models import config as config_lib
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import flash_dropout, masks, per_shard
+from bert_jax.models.attention import flash_dropout, flash_tpu, masks, per_shard
 
 # Query/key block edges: powers of two (Triton's tiles), at least 16 (its smallest product).
 # The forward keeps one [block, block] float32 tile per program; the backward keeps three,
@@ -80,12 +84,6 @@ def _compiler_params(block: int, head_dim: int):
   return pltriton.CompilerParams(num_warps=warps, num_stages=2)
 
 
-def _positions(start, size: int, axis: int):
-  """uint32 iota [size, 1] (axis 0) or [1, size] (axis 1), offset by ``start``."""
-  shape = (size, 1) if axis == 0 else (1, size)
-  return (start + jax.lax.broadcasted_iota(jnp.int32, shape, axis)).astype(jnp.uint32)
-
-
 def _dot(a, b, *, trans_a=False, trans_b=False):
   """A float32-accumulated product; float32 operands multiply at full precision (no TF32)."""
   precision = jax.lax.Precision.HIGHEST if a.dtype == jnp.float32 else None
@@ -110,7 +108,7 @@ def _forward_kernel(
   q_start = pl.program_id(0) * block_q
   q_QD = q_ref[...]
   segment_q_Q = segment_ref[pl.ds(q_start, block_q)]
-  rows_Q1 = _positions(q_start, block_q, 0)
+  rows_Q1 = flash_dropout.positions(q_start, block_q, 0)
   stream = stream_ref[...]
 
   def body(index, carry):
@@ -124,7 +122,7 @@ def _forward_kernel(
     sum_Q = sum_Q * correction_Q + jnp.sum(probs_QK, axis=1)
     if options.dropout_rate > 0:
       keep_QK = flash_dropout.keep(
-        stream, rows_Q1, _positions(index * block_k, block_k, 1), options.dropout_rate
+        stream, rows_Q1, flash_dropout.positions(index * block_k, block_k, 1), options.dropout_rate
       )
       probs_QK = jnp.where(keep_QK, probs_QK, 0.0)
     v_KD = v_ref[keys, :]
@@ -177,7 +175,7 @@ def _key_gradients_kernel(
   k_start = pl.program_id(0) * block
   k_KD, v_KD = k_ref[...], v_ref[...]
   segment_k_K = segment_ref[pl.ds(k_start, block)]
-  columns_1K = _positions(k_start, block, 1)
+  columns_1K = flash_dropout.positions(k_start, block, 1)
   stream = stream_ref[...]
 
   def body(index, carry):
@@ -192,7 +190,7 @@ def _key_gradients_kernel(
       lse_ref[queries],
       delta_ref[queries],
       (segment_ref[queries], segment_k_K),
-      (_positions(index * block, block, 0), columns_1K),
+      (flash_dropout.positions(index * block, block, 0), columns_1K),
       stream,
       options,
     )
@@ -215,7 +213,7 @@ def _query_gradients_kernel(
   q_QD, d_out_QD = q_ref[...], d_out_ref[...]
   lse_Q, delta_Q = lse_ref[...], delta_ref[...]
   segment_q_Q = segment_ref[pl.ds(q_start, block)]
-  rows_Q1 = _positions(q_start, block, 0)
+  rows_Q1 = flash_dropout.positions(q_start, block, 0)
   stream = stream_ref[...]
 
   def body(index, dq_QD):
@@ -229,7 +227,7 @@ def _query_gradients_kernel(
       lse_Q,
       delta_Q,
       (segment_q_Q, segment_ref[keys]),
-      (rows_Q1, _positions(index * block, block, 1)),
+      (rows_Q1, flash_dropout.positions(index * block, block, 1)),
       stream,
       options,
     )
@@ -318,6 +316,18 @@ def _flash_backward(options, residuals, d_out_BLHD):
 _flash.defvjp(_flash_forward, _flash_backward)
 
 
+def _options(length: int, dropout_rate: float, block, interpret, platform: str) -> _Options:
+  """The Triton kernels' settings; ``block`` and ``interpret`` as `flash_attention` takes them."""
+  forward_block, backward_block = block_size(length), block_size(length, _BACKWARD_BLOCKS)
+  if block is not None:
+    if block not in _FORWARD_BLOCKS or length % block:
+      raise ValueError(f"block={block} must be one of {_FORWARD_BLOCKS} and divide {length}")
+    forward_block = backward_block = block
+  if interpret is None:
+    interpret = platform != "gpu"
+  return _Options(dropout_rate, forward_block, backward_block, interpret)
+
+
 def flash_attention(
   query_BLHD,
   key_BLHD,
@@ -331,20 +341,23 @@ def flash_attention(
 ):
   """Scaled dot-product attention by the flash kernels, sharded over the current mesh.
 
-  Under a mesh the batch and heads are split as `per_shard.call_per_shard` says; the hash of
-  the dropout mask uses global batch and head indices, so sharding does not change it.
+  When compiling for TPU (`platform.current_platform`) the Mosaic kernels of `flash_tpu` run,
+  elsewhere the Triton kernels; both give the same outputs and dropout mask. Under a mesh the
+  batch and heads are split as `per_shard.call_per_shard` says; the hash of the dropout mask
+  uses global batch and head indices, so sharding does not change it.
 
   Args:
-    query_BLHD: queries [batch, length, heads, head_dim]; length a multiple of 16, head_dim a
-      power of two in [16, 256].
+    query_BLHD: queries [batch, length, heads, head_dim]; length a multiple of 16 (of 128 on
+      TPU), head_dim a power of two in [16, 256].
     key_BLHD: keys, same shape and dtype.
     value_BLHD: values, same shape and dtype.
     segment_ids_BL: int [batch, length]; 0 is padding, equal positive ids may attend.
     dropout_rate: dropout on the attention probabilities, in [0, 1); 0 turns it off.
     dropout_rng: PRNG key for that dropout; needed when ``dropout_rate`` > 0.
-    block: query/key block edge of every kernel (16, 32, 64 or 128, dividing the length);
-      default: the largest of those that divides it (64 at most in the backward).
-    interpret: run in Pallas interpret mode; default: unless compiling for a GPU.
+    block: query/key block edge of every kernel (16, 32, 64 or 128, dividing the length; on
+      TPU 128, 256 or 512); default: the largest of those that divides it (64 at most in the
+      Triton backward).
+    interpret: run in Pallas interpret mode; default: unless compiling for a GPU or TPU.
 
   Returns:
     Attention output [batch, length, heads, head_dim] in the dtype of ``query_BLHD``; zero at
@@ -359,24 +372,27 @@ def flash_attention(
       f"attention_kind='flash' takes head_dim {', '.join(map(str, config_lib.FLASH_HEAD_DIMS))}"
       f", got head_dim={head_dim}; change model.num_heads or use model.attention_kind='dense'"
     )
-  forward_block, backward_block = block_size(length), block_size(length, _BACKWARD_BLOCKS)
-  if block is not None:
-    if block not in _FORWARD_BLOCKS or length % block:
-      raise ValueError(f"block={block} must be one of {_FORWARD_BLOCKS} and divide {length}")
-    forward_block = backward_block = block
   if not 0.0 <= dropout_rate < 1.0:
     raise ValueError(f"dropout_rate={dropout_rate} must be in [0, 1)")
   if dropout_rate > 0 and dropout_rng is None:
     raise ValueError("flash_attention with dropout_rate > 0 needs a dropout_rng")
-  if interpret is None:
-    interpret = platform_lib.current_platform() != "gpu"
-  options = _Options(dropout_rate, forward_block, backward_block, interpret)
+  platform = platform_lib.current_platform()
+  if platform == "tpu":
+    # Refuse unsupported lengths before tracing the kernels.
+    attend = functools.partial(
+      flash_tpu.attention,
+      dropout_rate=dropout_rate,
+      block=flash_tpu.block_size(length, block),
+      interpret=bool(interpret),
+    )
+  else:
+    attend = functools.partial(_flash, _options(length, dropout_rate, block, interpret, platform))
   if dropout_rate > 0:
     stream_BH = flash_dropout.streams_BH(dropout_rng, batch, heads)
   else:
     stream_BH = jnp.zeros((batch, heads), jnp.uint32)
   return per_shard.call_per_shard(
-    functools.partial(_flash, options),
+    attend,
     (query_BLHD, key_BLHD, value_BLHD, segment_ids_BL.astype(jnp.int32), stream_BH),
     ("BLHD", "BLHD", "BLHD", "BL", "BH"),
     "BLHD",

@@ -46,6 +46,15 @@ def keep(stream, query_pos, key_pos, rate: float):
   return _fmix32(row ^ column) >= jnp.uint32(threshold)
 
 
+def positions(start, size: int, axis: int):
+  """uint32 positions ``start + iota`` as [size, 1] (axis 0) or [1, size] (axis 1).
+
+  The kernels' block iotas, offset to global positions, as `keep` takes them.
+  """
+  shape = (size, 1) if axis == 0 else (1, size)
+  return (start + jax.lax.broadcasted_iota(jnp.int32, shape, axis)).astype(jnp.uint32)
+
+
 def keep_mask_BHQK(dropout_rng, shape, rate: float):
   """The dropout mask `flash_attention` applies for ``dropout_rng``, as a whole array.
 

@@ -1,6 +1,6 @@
 """Runs a per-device attention kernel under the context mesh with `jax.shard_map`.
 
-Pallas kernels (splash on TPU, flash on GPU) see only the arrays of one device, so under a
+Pallas kernels (splash on TPU, flash on GPU and TPU) see only the arrays of one device, so under a
 mesh they run per shard: the batch over the mesh axes that the logical axis rules give
 ``activation_batch`` and the heads over those of ``activation_heads``, each only where the
 axes divide the dimension evenly (otherwise it is replicated). The length is never split: the
