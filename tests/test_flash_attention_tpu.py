@@ -23,6 +23,7 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import topologies
 from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES
+from bert_jax.tools import aot_step
 from bert_jax.train import setup
 
 # Blocks of 128 over 256 positions: a 2 x 2 grid of tiles per (sequence, head) in every kernel.
@@ -175,10 +176,17 @@ def test_flash_layer_compiles_to_mosaic_kernels_for_a_tpu_topology():
       params,
     )
     grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-    text = grad.lower(params, x, segment_ids, rng).compile().as_text()
+    compiled = grad.lower(params, x, segment_ids, rng).compile()
+  text = compiled.as_text()
   # The forward, the dK/dV and the dQ kernel, each a Mosaic custom call.
   assert text.count("tpu_custom_call") >= 3, text[:2000]
   for name in ("forward", "key_gradients", "query_gradients"):
     assert f"flash_attention_tpu_{name}" in text
   squares = re.findall(rf"(?:bf16|f32)\[[\d,]*{length},{length}\]", text)
   assert not squares, squares
+  # The kernels tell XLA's cost analysis their products (2 + 4 + 3 [L, L, D] ones per sequence
+  # and head: forward, dK/dV, dQ), so aot_compile's FLOPs and bytes include them.
+  flops, _, not_counted = aot_step.cost(compiled)
+  per_device_pairs = (batch // 2) * (HEADS // 2) * length * length
+  assert not_counted == ()
+  assert flops >= 2 * 9 * per_device_pairs * HEAD_DIM, flops

@@ -25,6 +25,7 @@ the length must be a multiple of the 128-lane vector width.
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -251,7 +252,31 @@ def _specs(block: int, head_dim: int, *, keys_outer: bool):
   )
 
 
-def _call(kernel, options: _Options, grid, in_specs, out_specs, out_shape, scratch, name):
+def _nbytes(arrays) -> int:
+  return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in arrays)
+
+
+def _cost(q_BHLD, block: int, *, products: int, once, per_outer_block) -> pl.CostEstimate:
+  """What XLA's cost analysis is told of one kernel (it sees nothing inside a Pallas call).
+
+  Args:
+    q_BHLD: the queries (for the shapes).
+    block: the block edge.
+    products: [L, L, D] products per (sequence, head); each tile also takes one exp per entry.
+    once: the arrays (or their shapes) the kernel reads or writes once.
+    per_outer_block: those it reads again for every block of the outer grid axis. The segment
+      ids (a few kB) are left out.
+  """
+  batch, heads, length, head_dim = q_BHLD.shape
+  pairs = batch * heads * length * length
+  return pl.CostEstimate(
+    flops=2 * products * pairs * head_dim,
+    transcendentals=pairs,
+    bytes_accessed=_nbytes(once) + (length // block) * _nbytes(per_outer_block),
+  )
+
+
+def _call(kernel, options: _Options, grid, in_specs, out_specs, out_shape, scratch, name, cost):
   return pl.pallas_call(
     functools.partial(kernel, options=options),
     grid_spec=pltpu.PrefetchScalarGridSpec(
@@ -265,6 +290,7 @@ def _call(kernel, options: _Options, grid, in_specs, out_specs, out_shape, scrat
     compiler_params=pltpu.CompilerParams(dimension_semantics=_SEMANTICS),
     interpret=options.interpret,
     name=name,
+    cost_estimate=cost,
   )
 
 
@@ -274,22 +300,25 @@ def _forward(options: _Options, q_BHLD, k_BHLD, v_BHLD, segment_ids_B1L, streams
   query_tile, key_tile, query_segments, key_segments, query_stats = _specs(
     block, head_dim, keys_outer=False
   )
+  out_shapes = [
+    jax.ShapeDtypeStruct(q_BHLD.shape, q_BHLD.dtype),
+    jax.ShapeDtypeStruct((batch, heads, 1, length), jnp.float32),
+  ]
   return _call(
     _forward_kernel,
     options,
     (batch, heads, length // block, length // block),
     [query_tile, key_tile, key_tile, query_segments, key_segments],
     [query_tile, query_stats],
-    [
-      jax.ShapeDtypeStruct(q_BHLD.shape, q_BHLD.dtype),
-      jax.ShapeDtypeStruct((batch, heads, 1, length), jnp.float32),
-    ],
+    out_shapes,
     [
       pltpu.VMEM((block, 1), jnp.float32),
       pltpu.VMEM((block, 1), jnp.float32),
       pltpu.VMEM((block, head_dim), jnp.float32),
     ],
     "flash_attention_tpu_forward",
+    # q . k and probs . v; the keys and values of a sequence are read once per query block.
+    _cost(q_BHLD, block, products=2, once=[q_BHLD, *out_shapes], per_outer_block=[k_BHLD, v_BHLD]),
   )(streams_N, q_BHLD, k_BHLD, v_BHLD, segment_ids_B1L, segment_ids_B1L)
 
 
@@ -328,6 +357,14 @@ def _flash_backward(options, residuals, d_out_BHLD):
     [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (k_BHLD, v_BHLD)],
     [accumulator, accumulator],
     "flash_attention_tpu_key_gradients",
+    # q . k again, d_out . v, and the two gradients; the query side is read once per key block.
+    _cost(
+      q_BHLD,
+      options.block,
+      products=4,
+      once=[k_BHLD, v_BHLD, k_BHLD, v_BHLD],
+      per_outer_block=[q_BHLD, d_out_BHLD, lse_BH1L, delta_BH1L],
+    ),
   )(*inputs)
 
   query_tile, key_tile, query_segments, key_segments, query_stats = _specs(
@@ -343,6 +380,14 @@ def _flash_backward(options, residuals, d_out_BHLD):
     jax.ShapeDtypeStruct(q_BHLD.shape, q_BHLD.dtype),
     [accumulator],
     "flash_attention_tpu_query_gradients",
+    # q . k and d_out . v again, and dq; keys and values are read once per query block.
+    _cost(
+      q_BHLD,
+      options.block,
+      products=3,
+      once=[q_BHLD, d_out_BHLD, lse_BH1L, delta_BH1L, q_BHLD],
+      per_outer_block=[k_BHLD, v_BHLD],
+    ),
   )(*inputs)
   return dq_BHLD, dk_BHLD, dv_BHLD, None, None
 
