@@ -29,7 +29,9 @@
 #              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
 #   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py and
 #              tests/test_flash_attention.py: the cudnn and flash attention kinds against the
-#              dense one, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt
+#              dense one, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt, then
+#              time one layer's attention kernels (tools/benchmark_gpu_attention) into
+#              OUT_DIR/gpu_attention.jsonl
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -131,6 +133,16 @@ if ((gpu_tests)); then
   else
     echo "+ $(command_line "${tests[@]}")" >&2
     "${tests[@]}" > "$out/gpu_tests.txt" 2>&1 || { tail -n 5 "$out/gpu_tests.txt" >&2; failed=1; }
+  fi
+  # One layer's attention kernels timed side by side. Command buffers off: cuDNN's dropout
+  # aborts the process inside them (JAX 0.11.2).
+  kernels=(env "XLA_FLAGS=--xla_gpu_enable_command_buffer=" "$python" -m
+    bert_jax.tools.benchmark_gpu_attention)
+  if ((DRY_RUN)); then
+    echo "$(command_line "${kernels[@]}") > $(quote_word "$out/gpu_attention.jsonl")"
+  else
+    echo "+ $(command_line "${kernels[@]}")" >&2
+    "${kernels[@]}" > "$out/gpu_attention.jsonl" 2>> "$out/gpu_tests.txt" || failed=1
   fi
 fi
 for run_name in "${selected[@]}"; do

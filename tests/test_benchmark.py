@@ -256,6 +256,8 @@ def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys
   assert list(timed) == [
     "bert_jax_dense_dropout",
     "bert_jax_dense",
+    "bert_jax_flash_dropout",
+    "bert_jax_flash",
     "xla_fused",
     "cudnn_mask",
     "cudnn_lengths",

@@ -469,8 +469,13 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
     "env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -p no:cacheprovider --tb=short -rs"
     " tests/test_cudnn_attention.py tests/test_flash_attention.py > /tmp/gpu/gpu_tests.txt"
   )
+  kernels = (
+    "env XLA_FLAGS=--xla_gpu_enable_command_buffer= python3 -m"
+    " bert_jax.tools.benchmark_gpu_attention > /tmp/gpu/gpu_attention.jsonl"
+  )
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--gpu_tests") == [
     tests,
+    kernels,
     f"{large} {out}",
   ]
   # Dense against flash attention, side by side at seq 512; the variants tool prints its own

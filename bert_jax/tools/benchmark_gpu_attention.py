@@ -9,8 +9,9 @@ forward dropped? The output is linear in the values through the dropped probabil
 <out, d_out> equals <value, d_value> for any one mask (an H200 with JAX 0.11.2: 1.479 against
 1.800, so no). Then, for each ``BATCHxSEQ``
 point (12 heads of 64, bf16), the median time of forward + backward of: bert_jax's dense
-attention with and without dropout 0.1, XLA's `jax.nn.dot_product_attention`, and cuDNN's with a
-boolean mask, with sequence lengths, and with sequence lengths and dropout 0.1. Where cuDNN is
+attention and its flash kernels (Triton on a GPU), each with and without dropout 0.1, XLA's
+`jax.nn.dot_product_attention`, and cuDNN's with a boolean mask, with sequence lengths, and with
+sequence lengths and dropout 0.1. Where cuDNN is
 missing (a CPU host) its lines carry the ``error`` instead, so the tool runs anywhere.
 """
 
@@ -54,7 +55,11 @@ def main(argv):
     fused_attention_stablehlo as cudnn,
   )
 
-  from bert_jax.models.attention import dense, masks  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.attention import (  # pylint: disable=g-import-not-at-top
+    dense,
+    flash,
+    masks,
+  )
 
   def inputs(batch, seq):
     keys = jax.random.split(jax.random.key(0), 3)
@@ -123,6 +128,10 @@ def main(argv):
         q, k, v, segment_ids, dropout_rate=_DROPOUT, dropout_rng=rng
       ),
       "bert_jax_dense": lambda q, k, v: dense.dense_attention_vjp(q, k, v, segment_ids),
+      "bert_jax_flash_dropout": lambda q, k, v: flash.flash_attention(
+        q, k, v, segment_ids, dropout_rate=_DROPOUT, dropout_rng=rng
+      ),
+      "bert_jax_flash": lambda q, k, v: flash.flash_attention(q, k, v, segment_ids),
       "xla_fused": lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, mask=mask, implementation="xla"
       ),
