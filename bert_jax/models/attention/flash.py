@@ -39,14 +39,13 @@ from jax.experimental.pallas import triton as pltriton
 from bert_jax.errors import UserInputError
 from bert_jax.models import config as config_lib
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import flash_dropout, flash_tpu, masks, per_shard
+from bert_jax.models.attention import blocks, flash_dropout, flash_tpu, masks, per_shard
 
 # Query/key block edges: powers of two (Triton's tiles), at least 16 (its smallest product).
 # The forward keeps one [block, block] float32 tile per program; the backward keeps three,
 # hence its smaller blocks. Neither choice has been timed on a GPU yet.
 _FORWARD_BLOCKS = (128, 64, 32, 16)
 _BACKWARD_BLOCKS = (64, 32, 16)
-_MIN_BLOCK = 16
 
 
 def block_size(length: int, choices=_FORWARD_BLOCKS) -> int:
@@ -55,14 +54,7 @@ def block_size(length: int, choices=_FORWARD_BLOCKS) -> int:
   Raises:
     UserInputError: when ``length`` is not a multiple of 16.
   """
-  for block in choices:
-    if length % block == 0:
-      return block
-  raise UserInputError(
-    f"attention_kind='flash' needs a sequence length that is a multiple of {_MIN_BLOCK}, got "
-    f"{length}; use e.g. data.max_seq_length={-(-length // _MIN_BLOCK) * _MIN_BLOCK} or "
-    "model.attention_kind='dense'"
-  )
+  return blocks.largest_dividing(length, choices, "'flash'")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,10 +31,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from bert_jax.errors import UserInputError
-from bert_jax.models.attention import flash_tpu_kernels
+from bert_jax.models.attention import blocks, flash_tpu_kernels
 
-_LANES = flash_tpu_kernels.LANES
 _BLOCK_CHOICES = (512, 256, 128)
 # The inner grid axis carries the scratch accumulators from one step to the next.
 _SEMANTICS = ("parallel", "parallel", "parallel", "arbitrary")
@@ -47,14 +45,9 @@ def block_size(length: int, block=None) -> int:
     UserInputError: when ``length`` is not a multiple of 128.
     ValueError: for a ``block`` that is not one of those or does not divide ``length``.
   """
-  if length % _LANES:
-    raise UserInputError(
-      f"attention_kind='flash' on TPU needs a sequence length that is a multiple of {_LANES}, "
-      f"got {length}; use e.g. data.max_seq_length={-(-length // _LANES) * _LANES} or "
-      "model.attention_kind='dense'"
-    )
+  largest = blocks.largest_dividing(length, _BLOCK_CHOICES, "'flash' on TPU")
   if block is None:
-    return next(b for b in _BLOCK_CHOICES if length % b == 0)
+    return largest
   if block not in _BLOCK_CHOICES or length % block:
     raise ValueError(f"block={block} must be one of {_BLOCK_CHOICES} and divide {length}")
   return block

@@ -146,17 +146,24 @@ class SelfAttention(nn.Module):
       query_BLHD = nn.with_logical_constraint(
         query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
       )
-      dropout_active = not self.deterministic and config.attention_dropout_rate > 0
+      # The dense and flash kernels have attention dropout (the config refuses a rate for the
+      # fused, splash and cudnn kinds; local has none), so only they draw a key.
+      dropout_active = (
+        not self.deterministic and config.attention_dropout_rate > 0 and kind in ("dense", "flash")
+      )
+      dropout_rate = config.attention_dropout_rate if dropout_active else 0.0
+      dropout_rng = self.make_rng("dropout") if dropout_active else None
       # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py).
       keep_probs = self.is_mutable_collection("intermediates")
-      if kind == "dense" and not keep_probs:
-        out_BLHD = dense.dense_attention_vjp(
+      if kind == "flash" or (kind == "dense" and not keep_probs):
+        attend = flash.flash_attention if kind == "flash" else dense.dense_attention_vjp
+        out_BLHD = attend(
           query_BLHD,
           key_BLHD,
           value_BLHD,
           segment_ids_BL,
-          dropout_rate=config.attention_dropout_rate if dropout_active else 0.0,
-          dropout_rng=self.make_rng("dropout") if dropout_active else None,
+          dropout_rate=dropout_rate,
+          dropout_rng=dropout_rng,
         )
       elif kind == "dense":
         out_BLHD, probs_BHQK = dense.dense_attention(
@@ -164,8 +171,8 @@ class SelfAttention(nn.Module):
           key_BLHD,
           value_BLHD,
           segment_ids_BL,
-          dropout_rate=config.attention_dropout_rate,
-          dropout_rng=self.make_rng("dropout") if dropout_active else None,
+          dropout_rate=dropout_rate,
+          dropout_rng=dropout_rng,
           deterministic=not dropout_active,
           return_probs=True,
         )
@@ -174,15 +181,6 @@ class SelfAttention(nn.Module):
         out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       elif kind == "cudnn":
         out_BLHD = cudnn.cudnn_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
-      elif kind == "flash":
-        out_BLHD = flash.flash_attention(
-          query_BLHD,
-          key_BLHD,
-          value_BLHD,
-          segment_ids_BL,
-          dropout_rate=config.attention_dropout_rate if dropout_active else 0.0,
-          dropout_rng=self.make_rng("dropout") if dropout_active else None,
-        )
       elif kind == "splash":
         out_BLHD = splash.splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
       else:  # local

@@ -20,9 +20,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu import splash_attention as splash_lib
 
-from bert_jax.errors import UserInputError
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import per_shard
+from bert_jax.models.attention import blocks, per_shard
 
 # Splash tiles q and kv in blocks that are multiples of the 128-lane vector width and divide
 # the sequence length; larger blocks amortise per-block overhead (MaxText uses 512).
@@ -36,14 +35,7 @@ def block_size(length: int) -> int:
   Raises:
     UserInputError: when ``length`` is not a multiple of 128.
   """
-  for block in _BLOCK_CHOICES:
-    if length % block == 0:
-      return block
-  raise UserInputError(
-    f"attention_kind='splash' needs a sequence length that is a multiple of {_LANES}, got "
-    f"{length}; use e.g. data.max_seq_length={-(-length // _LANES) * _LANES} or "
-    "model.attention_kind='dense'"
-  )
+  return blocks.largest_dividing(length, _BLOCK_CHOICES, "'splash'")
 
 
 def auto_kind(platform: str, length: int, attention_dropout_rate: float) -> str:
