@@ -20,6 +20,7 @@ from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.tasks.pretraining import PretrainingTask
 from bert_jax.train import setup
+from tests import helpers
 
 # Blocks of 16 over 64 positions: four query and four key blocks, documents ending inside them.
 BATCH, LENGTH, HEADS, HEAD_DIM, BLOCK = 4, 64, 2, 16, 16
@@ -244,3 +245,25 @@ def test_sharded_equals_unsharded():
   print(f"sharded vs unsharded: max abs error out, dq, dk, dv = {errors}")
   # Same kernels and mask per element; only XLA's reductions around them may reorder sums.
   assert max(errors) < 1e-5, errors
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 devices (CPU: conftest's fake ones)")
+def test_a_train_step_with_flash_dropout_is_the_same_on_1_and_8_devices():
+  """The whole train step, attention dropout 0.1 inside the kernels: one device equals data 2 x
+  tensor 4 (heads split 4 ways, the batch 2 ways), and the flash kernels are what ran (the dense
+  kernel's dropout draws another mask, so its loss differs)."""
+
+  def step(kind, devices, **axes):
+    config = helpers.small_config(**{"model.attention_kind": kind, **axes})
+    assert config.model.attention_dropout_rate > 0
+    return helpers.one_train_step(config, devices)
+
+  _, params_1, metrics_1, _ = step("flash", jax.devices()[:1], **{"mesh.data": 1})
+  _, params_8, metrics_8, _ = step("flash", jax.devices(), **{"mesh.data": 2, "mesh.tensor": 4})
+  for key in ("mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm"):
+    np.testing.assert_allclose(metrics_8[key], metrics_1[key], rtol=2e-5, err_msg=key)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-4), params_8, params_1
+  )
+  _, _, dense_metrics, _ = step("dense", jax.devices()[:1], **{"mesh.data": 1})
+  assert abs(dense_metrics["mlm_loss"] - metrics_1["mlm_loss"]) > 1e-4
