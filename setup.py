@@ -38,6 +38,9 @@ EXTRAS_REQUIRE = {
     # Ahead-of-time compilation for TPU topologies on any host (tools/aot_compile); the libtpu
     # that jax[tpu]==0.10.2 requires.
     "tpu": ["libtpu==0.0.42.*"],
+    # Ahead-of-time compilation for NVIDIA GPUs on a host without one (tools/aot_compile
+    # --topology=h100-8): jax's CUDA plugin for jax 0.10.2, which compiles from a target config.
+    "gpu_aot": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
     # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }

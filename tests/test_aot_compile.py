@@ -4,6 +4,7 @@ compiles; nothing runs): memory, FLOPs, shardings, multi-slice meshes and refusa
 import importlib.util
 import json
 import pathlib
+import re
 
 import jax
 import numpy as np
@@ -13,7 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import topologies
-from bert_jax.tools import aot_compile
+from bert_jax.tools import aot_compile, compiled_ops
 from bert_jax.train import flops, run_state
 from bert_jax.train.settings import settings_from_config
 from tests import helpers, run_helpers
@@ -96,6 +97,44 @@ def test_v4_8_flops_and_roofline_are_consistent(v4_8):
   assert roofline["mfu_ceiling"] == pytest.approx(report["model_flops"] / 275e12 / step_s)
   assert roofline["compute_mfu_ceiling"] == pytest.approx(1 / report["flops_ratio"])
   assert 0 < roofline["mfu_ceiling"] <= roofline["compute_mfu_ceiling"] < 1
+  # libtpu's per-op estimate, at v4's 1.05 GHz: no faster than the FLOPs at peak.
+  estimate = report["compiler_estimate"]
+  assert estimate["step_s"] == pytest.approx(estimate["cycles"] / 1.05e9)
+  assert estimate["mfu"] == pytest.approx(report["model_flops"] / 275e12 / estimate["step_s"])
+  assert roofline["compute_s"] < estimate["step_s"] and 0 < estimate["mfu"] < 1
+
+
+@needs_libtpu
+@pytest.mark.parametrize("name", ["v4-8", "v5e-4", "v5p-8"])
+def test_the_clock_turns_a_matmuls_estimated_cycles_into_its_time_at_peak(name):
+  """An 8192^3 bf16 matmul is compute-bound: libtpu's cycles over the chip's clock must give
+  about its FLOPs over the chip's peak (a wrong clock or peak is off by its own ratio)."""
+  topology = topologies.get_topology(name)
+  mesh = jax.sharding.Mesh(np.array(topologies.topology_devices(topology)[:1]), ("x",))
+  size = 8192
+  matrix = jax.ShapeDtypeStruct((size, size), jax.numpy.bfloat16, sharding=NamedSharding(mesh, P()))
+  compiled = jax.jit(lambda a, b: a @ b).lower(matrix, matrix).compile()
+  estimated_s = compiled_ops.estimated_cycles(compiled.as_text()) / topology.chip.clock_hz
+  at_peak_s = 2 * size**3 / flops.device_kind_peak_flops(topology.chip.device_kind)
+  assert 1.0 < estimated_s / at_peak_s < 1.2
+
+
+@needs_libtpu
+def test_the_op_table_names_the_ops_with_the_most_estimated_time(capsys):
+  flags = run_helpers.small_flags(**{"model.num_layers": 1, **NO_DROPOUT})
+  status = aot_compile.main(
+    ["aot_compile", "--config=configs/bert_tiny.py", "--topology=v5e-1", "--op_table=4", *flags]
+  )
+  out, err = capsys.readouterr()
+  assert status == 0, err[-2000:]
+  report = json.loads(out.strip().splitlines()[-1])
+  rows = [line for line in err.splitlines() if re.match(r"^ +\d+\.\d{3} ms ", line)]
+  assert len(rows) == 4, err[-2000:]
+  times = [float(row.split()[0]) for row in rows]
+  assert times == sorted(times, reverse=True)
+  assert sum(times) <= report["compiler_estimate"]["step_s"] * 1e3 * 1.001
+  # Source ops, named without the jitted function (a tiny step's largest is AdamW's update).
+  assert not any(row.split()[-1].startswith("jit(") for row in rows), rows
 
 
 @needs_libtpu

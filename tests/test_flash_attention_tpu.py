@@ -186,7 +186,7 @@ def test_flash_layer_compiles_to_mosaic_kernels_for_a_tpu_topology():
   assert not squares, squares
   # The kernels tell XLA's cost analysis their products (2 + 4 + 3 [L, L, D] ones per sequence
   # and head: forward, dK/dV, dQ), so aot_compile's FLOPs and bytes include them.
-  flops, _, not_counted = aot_step.cost(compiled)
+  flops, _, _, not_counted = aot_step.cost(compiled)
   per_device_pairs = (batch // 2) * (HEADS // 2) * length * length
   assert not_counted == ()
   assert flops >= 2 * 9 * per_device_pairs * HEAD_DIM, flops

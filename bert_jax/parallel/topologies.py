@@ -25,15 +25,20 @@ class Chip:
   device_kind: str
   hbm_bytes: int
   hbm_bandwidth: float  # Bytes/s (data sheet).
+  # TensorCore clock, Hz: turns the compiler's estimated cycles into time; None if unknown.
+  clock_hz: float | None
 
 
 # Data sheets: v4 32 GiB at 1.2 TB/s; v5e 16 GiB at 819 GB/s; v5p 95 GB at 2.765 TB/s; v6e
-# 32 GiB at 1.64 TB/s.
+# 32 GiB at 1.64 TB/s. Clocks: v4 1050 MHz (Jouppi et al. 2023); v5e and v5p the peak bf16
+# FLOP/s over four 128x128 matrix units per TensorCore (197e12 / 131072 and 459e12 / 262144
+# for two cores), which libtpu's estimate of an 8192^3 bf16 matmul matches within 12% on
+# v4, v5e and v5p. v6e's matrix units are not published in a form that gives its clock.
 CHIPS = {
-  "v4": Chip("TPU v4", int(30.75 * _GIB), 1.2e12),
-  "v5e": Chip("TPU v5 lite", int(15.75 * _GIB), 819e9),
-  "v5p": Chip("TPU v5", int(95.74 * _GIB), 2.765e12),
-  "v6e": Chip("TPU v6 lite", int(31.25 * _GIB), 1.64e12),
+  "v4": Chip("TPU v4", int(30.75 * _GIB), 1.2e12, 1.05e9),
+  "v5e": Chip("TPU v5 lite", int(15.75 * _GIB), 819e9, 1.5e9),
+  "v5p": Chip("TPU v5", int(95.74 * _GIB), 2.765e12, 1.75e9),
+  "v6e": Chip("TPU v6 lite", int(31.25 * _GIB), 1.64e12, None),
 }
 
 

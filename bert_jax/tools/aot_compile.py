@@ -31,7 +31,7 @@ from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.tools import aot_step, cli
+from bert_jax.tools import aot_step, cli, compiled_ops
 
 _GIB = 2**30
 
@@ -87,6 +87,25 @@ def _roofline(
   }
 
 
+def _compiler_estimate(
+  peak_flops: float, clock_hz: float | None, cost: dict, model_flops_per_device: float
+) -> dict:
+  """The step's op time as libtpu's cost model estimates it, and the MFU that time gives.
+
+  Unlike the roofline, the estimate prices each op on its own (a matmul at its matrix-unit
+  efficiency, an elementwise fusion at its memory traffic); collectives and the copies the
+  compiler overlaps with compute are not in it (`compiled_ops`). None of the times where
+  the chip's clock is unknown.
+  """
+  cycles = cost["estimated_cycles"]
+  step_s = cycles / clock_hz if clock_hz and cycles else None
+  return {
+    "cycles": cycles,
+    "step_s": step_s,
+    "mfu": model_flops_per_device / peak_flops / step_s if step_s else None,
+  }
+
+
 def _teacher_summary(task):
   """A distillation teacher's architecture for the report; None for other tasks."""
   teacher = getattr(task, "teacher", None)
@@ -102,28 +121,47 @@ def _teacher_summary(task):
   }
 
 
+def _topology_and_devices(name: str, num_slices: int):
+  """(TPU slice or GPU topology called ``name``, its compile-only devices)."""
+  from bert_jax.parallel import (
+    gpu_topologies,  # pylint: disable=g-import-not-at-top
+    topologies,  # pylint: disable=g-import-not-at-top
+  )
+
+  if not gpu_topologies.is_gpu_topology(name):
+    topology = topologies.get_topology(name)
+    return topology, topologies.topology_devices(topology, num_slices)
+  if num_slices != 1:
+    raise UserInputError(
+      f"--num_slices={num_slices} joins TPU slices; a GPU topology counts its GPUs in its "
+      "name (e.g. h100-16 for two hosts of 8)"
+    )
+  topology = gpu_topologies.get_topology(name)
+  return topology, gpu_topologies.topology_devices(topology)
+
+
 def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
   """Compiles the train step of ``config`` for ``num_slices`` slices of ``topology_name``.
 
   Args:
     config: the run's ConfigDict (as for `bert_jax.main`).
-    topology_name: a key of `bert_jax.parallel.topologies.TOPOLOGIES`, e.g. "v4-32".
+    topology_name: a key of `bert_jax.parallel.topologies.TOPOLOGIES`, e.g. "v4-32", or GPUs
+      as `bert_jax.parallel.gpu_topologies` names them, e.g. "h100-8".
     num_slices: slices joined over the data-center network.
 
   Returns:
     The report (memory, FLOPs, roofline, fits) and the compiled step.
 
   Raises:
-    UserInputError: unknown topology, no libtpu, a mesh or batch that does not divide.
+    UserInputError: unknown topology, no libtpu (or CUDA plugin), a mesh or batch that does
+      not divide.
   """
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.parallel import topologies  # pylint: disable=g-import-not-at-top
   from bert_jax.train import flops as flops_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.train import settings as settings_lib  # pylint: disable=g-import-not-at-top
 
-  topology = topologies.get_topology(topology_name)
+  topology, devices = _topology_and_devices(topology_name, num_slices)
   settings = settings_lib.settings_from_config(config)
-  devices = topologies.topology_devices(topology, num_slices)
   ici, dcn = mesh_lib.axis_sizes(settings.mesh, devices)
   mesh = mesh_lib.make_mesh(settings.mesh, devices)
   trainer, model = settings.trainer, settings.model
@@ -165,6 +203,7 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     return AotResult(report, None, mesh, training.state_shardings)
   memory = _memory(compiled)
   cost = aot_step.step_cost(settings, mesh, compiled)
+  peak_flops = flops_lib.device_kind_peak_flops(chip.device_kind)
   report.update(
     fits=memory["total"] <= chip.hbm_bytes,
     memory=memory,
@@ -175,9 +214,9 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     cost_source=cost["source"],
     flops_lower_bound=bool(cost["not_counted"]),
     flops_not_counted=cost["not_counted"],
-    roofline=_roofline(
-      flops_lib.device_kind_peak_flops(chip.device_kind), chip.hbm_bandwidth, cost, model_flops
-    ),
+    roofline=_roofline(peak_flops, chip.hbm_bandwidth, cost, model_flops),
+    compiler_estimate=_compiler_estimate(peak_flops, chip.clock_hz, cost, model_flops),
+    kernels=compiled_ops.kernel_count(compiled.as_text()),
   )
   return AotResult(report, compiled, mesh, training.state_shardings)
 
@@ -187,9 +226,9 @@ def summary(report: dict) -> str:
   gib = lambda n: f"{n / _GIB:.2f} GiB"  # pylint: disable=unnecessary-lambda-assignment
   mesh = " ".join(f"{k}={v}" for k, v in report["mesh"].items())
   dcn = " ".join(f"{k}={v}" for k, v in report["mesh_dcn"].items() if v > 1)
+  slices = f" x {report['num_slices']} slices" if report["num_slices"] > 1 else ""
   lines = [
-    f"{report['topology']} x {report['num_slices']} slice(s): {report['devices']} x "
-    f"{report['device_kind']}; mesh {mesh}"
+    f"{report['topology']}{slices}: {report['devices']} x {report['device_kind']}; mesh {mesh}"
     + (f" (across slices: {dcn})" if dcn else "")
     + f"; batch {report['global_batch_size']} x seq {report['seq_len']}; compiled in "
     f"{report['compile_s']:.0f} s"
@@ -226,7 +265,29 @@ def summary(report: dict) -> str:
     f"{roofline['bound']}-bound) -> MFU ceiling {roofline['mfu_ceiling']:.1%}; compute alone "
     f"{roofline['compute_mfu_ceiling']:.1%} (communication not counted)"
   )
+  lines.append(f"  kernels: {report['kernels']} fusions and custom calls a step")
+  estimate = report["compiler_estimate"]
+  if estimate["step_s"]:
+    lines.append(
+      f"  compiler's estimate: {estimate['step_s'] * 1e3:.1f} ms of ops per step "
+      f"({estimate['cycles']:.3e} cycles; collectives and overlapped copies not counted) -> "
+      f"MFU {estimate['mfu']:.1%}"
+    )
   return "\n".join(lines)
+
+
+def op_table(result: AotResult, top: int) -> str:
+  """The ``top`` jax ops with the most estimated time in the compiled step, one a line."""
+  clock_hz = result.report["compiler_estimate"]["step_s"] and (
+    result.report["compiler_estimate"]["cycles"] / result.report["compiler_estimate"]["step_s"]
+  )
+  if not clock_hz:
+    return "  (no per-op time estimates: the compiler or the chip's clock gives none)"
+  rows = compiled_ops.op_groups(result.compiled.as_text(), clock_hz, top)
+  return "\n".join(
+    f"  {row['ms']:8.3f} ms {row['share']:6.1%} x{row['instructions']:<4d} {row['op']}"
+    for row in rows
+  )
 
 
 def refusal(report: dict) -> str:
@@ -263,6 +324,12 @@ def _define_flags(values: flags.FlagValues, argv):
     "topology", None, "Cloud TPU slice type, e.g. v4-32 or v5e-16.", flag_values=values
   )
   flags.DEFINE_integer("num_slices", 1, "Slices joined over DCN (multi-slice).", flag_values=values)
+  flags.DEFINE_integer(
+    "op_table",
+    0,
+    "Also print the N jax ops with the most of the TPU compiler's estimated time (stderr).",
+    flag_values=values,
+  )
 
 
 def _run(values: flags.FlagValues, args):
@@ -273,6 +340,8 @@ def _run(values: flags.FlagValues, args):
   result = aot_compile(values["config"].value, values["topology"].value, values["num_slices"].value)
   report = dict(result.report, argv=" ".join(args))
   print(summary(report), file=sys.stderr)
+  if values["op_table"].value and result.compiled is not None:
+    print(op_table(result, values["op_table"].value), file=sys.stderr)
   print(json.dumps(report), flush=True)
   if not report["fits"]:
     raise UserInputError(refusal(report))

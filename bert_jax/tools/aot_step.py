@@ -18,6 +18,7 @@ import re
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
+from bert_jax.tools import compiled_ops
 
 # For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops.
 _NO_WINDOWED_EINSUM = {
@@ -89,18 +90,38 @@ def compile_step(settings, mesh, compiler_options=None, unscanned_teacher=False)
 
 
 # What XLA's cost analysis leaves out of a program's FLOPs: it counts a loop's body once, and
-# sees nothing inside a Pallas kernel (a ``tpu_custom_call``) unless it carries a cost estimate:
-# splash attention's do not, flash attention's do.
+# sees nothing inside a Pallas kernel unless it carries a cost estimate: on TPU (a
+# ``tpu_custom_call``) splash attention's do not, flash attention's do; on GPU the Triton
+# kernels (``__gpu$xla.gpu.triton``) are never counted.
 LOOPS_COUNTED_ONCE = "loops counted once"
 PALLAS_NOT_COUNTED = "Pallas kernels (splash attention) not counted"
+TRITON_NOT_COUNTED = "Pallas Triton kernels (flash attention) not counted"
 
 
-def cost(compiled) -> tuple:
-  """(FLOPs, bytes accessed, what the FLOPs leave out: a tuple of the reasons above) per
-  device of one compiled program; the tuple is empty when the analysis saw everything."""
+def _cost_analysis(compiled) -> dict:
+  """XLA's cost analysis of the compiled program.
+
+  A GPU program compiled without a GPU has none (its executable cannot analyse itself);
+  XLA's analysis of its optimized HLO is then run by the host's CPU client, which counts
+  the GPU program's own instructions.
+  """
   analysis = compiled.cost_analysis()
   if isinstance(analysis, (list, tuple)):
     analysis = analysis[0]
+  if analysis:
+    return analysis
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax._src.lib import _jax  # pylint: disable=g-import-not-at-top
+
+  module = compiled.runtime_executable().hlo_modules()[0]
+  return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+
+
+def cost(compiled) -> tuple:
+  """(FLOPs, bytes accessed, the TPU compiler's estimated cycles of the ops, what the FLOPs
+  leave out: a tuple of the reasons above) per device of one compiled program; the tuple is
+  empty when the analysis saw everything. Cycles: `compiled_ops.estimated_cycles`."""
+  analysis = _cost_analysis(compiled)
   text = compiled.as_text()
   missing = ()
   if re.search(r"\bwhile\(", text):
@@ -112,7 +133,10 @@ def cost(compiled) -> tuple:
     if 'custom_call_target="tpu_custom_call"' in line
   ):
     missing += (PALLAS_NOT_COUNTED,)
-  return float(analysis["flops"]), float(analysis["bytes accessed"]), missing
+  if 'custom_call_target="__gpu$xla.gpu.triton"' in text:
+    missing += (TRITON_NOT_COUNTED,)
+  cycles = compiled_ops.estimated_cycles(text)
+  return float(analysis["flops"]), float(analysis["bytes accessed"]), cycles, missing
 
 
 def unrolled(settings, num_layers: int):
@@ -129,13 +153,15 @@ def unrolled(settings, num_layers: int):
 
 
 def step_cost(settings, mesh, compiled) -> dict:
-  """FLOPs and bytes accessed per device per step, where they came from, and what they leave
-  out (``not_counted``: "" when nothing, else the FLOPs are a lower bound)."""
-  flops, bytes_accessed, missing = cost(compiled)
+  """FLOPs, bytes accessed and the compiler's estimated cycles per device per step, where they
+  came from, and what they leave out (``not_counted``: "" when nothing, else the FLOPs are a
+  lower bound)."""
+  flops, bytes_accessed, cycles, missing = cost(compiled)
   if LOOPS_COUNTED_ONCE not in missing:
     return {
       "flops": flops,
       "bytes_accessed": bytes_accessed,
+      "estimated_cycles": cycles,
       "source": "compiled step",
       "not_counted": "; ".join(missing),
     }
@@ -149,13 +175,18 @@ def step_cost(settings, mesh, compiled) -> dict:
         f"the {num_layers}-layer step compiled for its cost ran out of memory: {oom}"
       )
     costs.append(cost(compiled_layers))
-  (flops_1, bytes_1, missing_1), (flops_2, bytes_2, missing_2) = costs
   layers = settings.model.num_layers
   accumulation = settings.trainer.gradient_accumulation_steps
+
+  def extrapolated(index):
+    one, two = costs[0][index], costs[1][index]
+    return accumulation * (one + (layers - 1) * (two - one))
+
   return {
-    "flops": accumulation * (flops_1 + (layers - 1) * (flops_2 - flops_1)),
-    "bytes_accessed": accumulation * (bytes_1 + (layers - 1) * (bytes_2 - bytes_1)),
+    "flops": extrapolated(0),
+    "bytes_accessed": extrapolated(1),
+    "estimated_cycles": extrapolated(2),
     "source": "unrolled 1- and 2-layer compiles, extrapolated",
     # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
-    "not_counted": "; ".join(dict.fromkeys(missing_1 + missing_2)),
+    "not_counted": "; ".join(dict.fromkeys(costs[0][3] + costs[1][3])),
   }

@@ -1,0 +1,87 @@
+"""What a compiled step's entry computation holds: its kernels, and on TPU the compiler's own
+time estimate of them, whole and per source op.
+
+libtpu writes an ``estimated_cycles`` figure into the backend config of each instruction it
+schedules in a program's entry computation: its cost model of that op (a fusion, a convert, a
+copy) on one TensorCore, memory traffic and matrix units included. The instructions run one
+after the other, so their sum is the step's op time as the compiler sees it. Collectives and
+the asynchronous copies the compiler overlaps with compute carry no estimate and are not in it;
+neither is anything inside a loop (counted where `aot_step` unrolls the step).
+
+Grouping the instructions by the jax operation they came from (their ``op_name`` with layer
+numbers folded) gives a profile table of a TPU step compiled on a host without a TPU.
+"""
+
+import collections
+import re
+
+_ENTRY = re.compile(r"^ENTRY [^\n]*\{\n(.*?)\n\}", re.S | re.M)
+_CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = .*? ([a-z][\w\-]*)\(")
+_STEP_PREFIX = re.compile(r"^jit\([^)]*\)/")
+_NUMBERS = re.compile(r"_\d+\b")
+
+
+def _entry_lines(hlo_text: str) -> list:
+  match = _ENTRY.search(hlo_text)
+  return match.group(1).splitlines() if match else []
+
+
+def estimated_cycles(hlo_text: str) -> int:
+  """Sum of the entry computation's per-instruction ``estimated_cycles`` (0 when none has one,
+  e.g. a program not compiled by libtpu)."""
+  return sum(int(m.group(1)) for line in _entry_lines(hlo_text) for m in _CYCLES.finditer(line))
+
+
+def kernel_count(hlo_text: str) -> int:
+  """Instructions of the entry computation that launch device code: fusions and custom calls
+  (a GEMM library call, a Pallas kernel). Ops XLA left unfused (a copy, a convert) and
+  collectives are not counted."""
+  count = 0
+  for line in _entry_lines(hlo_text):
+    instruction = _INSTRUCTION.match(line)
+    count += bool(instruction) and instruction.group(2) in ("fusion", "custom-call")
+  return count
+
+
+def source_op(line: str) -> str:
+  """The jax operation an HLO instruction came from: its ``op_name`` without the jitted
+  function's name and with layer numbers folded (``layer_3`` -> ``layer_#``); the HLO opcode
+  when it has none."""
+  name = _OP_NAME.search(line)
+  if name is None:
+    instruction = _INSTRUCTION.match(line)
+    return instruction.group(2) if instruction else "?"
+  return _NUMBERS.sub("_#", _STEP_PREFIX.sub("", name.group(1)))
+
+
+def op_groups(hlo_text: str, clock_hz: float, top: int) -> list:
+  """The ``top`` source ops with the most estimated time, largest first.
+
+  Args:
+    hlo_text: a compiled TPU program's HLO (``compiled.as_text()``).
+    clock_hz: the TensorCore clock, to turn cycles into time.
+    top: rows to return.
+
+  Returns:
+    Dicts with the source op, its estimated milliseconds, its share of the total and the
+    number of instructions it compiled to.
+  """
+  cycles, count = collections.Counter(), collections.Counter()
+  for line in _entry_lines(hlo_text):
+    estimate = _CYCLES.search(line)
+    if estimate:
+      op = source_op(line)
+      cycles[op] += int(estimate.group(1))
+      count[op] += 1
+  total = sum(cycles.values()) or 1
+  return [
+    {
+      "op": op,
+      "ms": round(value / clock_hz * 1e3, 3),
+      "share": round(value / total, 4),
+      "instructions": count[op],
+    }
+    for op, value in cycles.most_common(top)
+  ]
