@@ -22,7 +22,9 @@ backend_config={"estimated_cycles":"300"}
   %fusion.3 = bf16[8,4]{1,0} fusion(%convolution.2), kind=kOutput, calls=%fused_computation.1, \
 metadata={op_name="jit(train_step)/jvp(Bert)/encoder/layer_4/dot_general"}, \
 backend_config={"estimated_cycles":"200"}
-  %custom-call.4 = bf16[8,4]{1,0} custom-call(%fusion.3), custom_call_target="tpu_custom_call"
+  %custom-call.4 = bf16[8,4]{1,0} custom-call(%fusion.3), custom_call_target="tpu_custom_call", \
+backend_config={"custom_call_config":{"body":"abc","cost_estimate":{"flops":"64",\
+"transcendentals":"8","bytes_accessed":"128","remote_bytes_transferred":"0"}}}
   %all-reduce.5 = bf16[8,4]{1,0} all-reduce(%custom-call.4), replica_groups={}
   ROOT %copy.6 = bf16[8,4]{1,0} copy(%all-reduce.5), backend_config={"estimated_cycles":"50"}
 }
@@ -33,6 +35,14 @@ def test_estimated_cycles_sum_the_entry_computation_only():
   # 100 + 300 + 200 + 50; the fused computation's 999 is inside fusion.1's 100.
   assert compiled_ops.estimated_cycles(_HLO) == 650
   assert compiled_ops.estimated_cycles("HloModule empty") == 0
+
+
+def test_pallas_kernels_without_cycles_give_their_own_cost_estimates():
+  assert compiled_ops.kernel_cost_estimates(_HLO) == (64, 128)
+  with_cycles = _HLO.replace(
+    '"remote_bytes_transferred":"0"}', '"remote_bytes_transferred":"0"},"estimated_cycles":"7"'
+  )
+  assert compiled_ops.kernel_cost_estimates(with_cycles) == (0, 0)
 
 
 def test_kernels_are_the_fusions_and_custom_calls():

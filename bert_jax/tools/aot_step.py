@@ -117,10 +117,11 @@ def _cost_analysis(compiled) -> dict:
   return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
 
 
-def cost(compiled) -> tuple:
-  """(FLOPs, bytes accessed, the TPU compiler's estimated cycles of the ops, what the FLOPs
-  leave out: a tuple of the reasons above) per device of one compiled program; the tuple is
-  empty when the analysis saw everything. Cycles: `compiled_ops.estimated_cycles`."""
+def cost(compiled) -> dict:
+  """Per device of one compiled program: XLA's ``flops`` and ``bytes_accessed``, the TPU
+  compiler's ``estimated_cycles`` of its ops and what the Mosaic kernels it has no cycles for
+  estimate themselves (``kernel_flops``, ``kernel_bytes``; `compiled_ops`), and ``missing``:
+  what the FLOPs leave out, a tuple of the reasons above (empty when nothing)."""
   analysis = _cost_analysis(compiled)
   text = compiled.as_text()
   missing = ()
@@ -135,8 +136,15 @@ def cost(compiled) -> tuple:
     missing += (PALLAS_NOT_COUNTED,)
   if 'custom_call_target="__gpu$xla.gpu.triton"' in text:
     missing += (TRITON_NOT_COUNTED,)
-  cycles = compiled_ops.estimated_cycles(text)
-  return float(analysis["flops"]), float(analysis["bytes accessed"]), cycles, missing
+  kernel_flops, kernel_bytes = compiled_ops.kernel_cost_estimates(text)
+  return {
+    "flops": float(analysis["flops"]),
+    "bytes_accessed": float(analysis["bytes accessed"]),
+    "estimated_cycles": compiled_ops.estimated_cycles(text),
+    "kernel_flops": kernel_flops,
+    "kernel_bytes": kernel_bytes,
+    "missing": missing,
+  }
 
 
 def unrolled(settings, num_layers: int):
@@ -152,18 +160,18 @@ def unrolled(settings, num_layers: int):
   )
 
 
+_EXTRAPOLATED = ("flops", "bytes_accessed", "estimated_cycles", "kernel_flops", "kernel_bytes")
+
+
 def step_cost(settings, mesh, compiled) -> dict:
-  """FLOPs, bytes accessed and the compiler's estimated cycles per device per step, where they
-  came from, and what they leave out (``not_counted``: "" when nothing, else the FLOPs are a
-  lower bound)."""
-  flops, bytes_accessed, cycles, missing = cost(compiled)
-  if LOOPS_COUNTED_ONCE not in missing:
+  """`cost`'s figures per device per step, where they came from (``source``), and what the
+  FLOPs leave out (``not_counted``: "" when nothing, else the FLOPs are a lower bound)."""
+  counted = cost(compiled)
+  if LOOPS_COUNTED_ONCE not in counted["missing"]:
     return {
-      "flops": flops,
-      "bytes_accessed": bytes_accessed,
-      "estimated_cycles": cycles,
+      **{key: counted[key] for key in _EXTRAPOLATED},
       "source": "compiled step",
-      "not_counted": "; ".join(missing),
+      "not_counted": "; ".join(counted["missing"]),
     }
   costs = []
   for num_layers in (1, 2):
@@ -177,16 +185,12 @@ def step_cost(settings, mesh, compiled) -> dict:
     costs.append(cost(compiled_layers))
   layers = settings.model.num_layers
   accumulation = settings.trainer.gradient_accumulation_steps
-
-  def extrapolated(index):
-    one, two = costs[0][index], costs[1][index]
-    return accumulation * (one + (layers - 1) * (two - one))
-
+  one, two = costs
   return {
-    "flops": extrapolated(0),
-    "bytes_accessed": extrapolated(1),
-    "estimated_cycles": extrapolated(2),
+    **{
+      key: accumulation * (one[key] + (layers - 1) * (two[key] - one[key])) for key in _EXTRAPOLATED
+    },
     "source": "unrolled 1- and 2-layer compiles, extrapolated",
     # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
-    "not_counted": "; ".join(dict.fromkeys(costs[0][3] + costs[1][3])),
+    "not_counted": "; ".join(dict.fromkeys(one["missing"] + two["missing"])),
   }

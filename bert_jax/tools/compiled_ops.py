@@ -6,7 +6,9 @@ schedules in a program's entry computation: its cost model of that op (a fusion,
 copy) on one TensorCore, memory traffic and matrix units included. The instructions run one
 after the other, so their sum is the step's op time as the compiler sees it. Collectives and
 the asynchronous copies the compiler overlaps with compute carry no estimate and are not in it;
-neither is anything inside a loop (counted where `aot_step` unrolls the step).
+neither is anything inside a loop (counted where `aot_step` unrolls the step), nor a Pallas
+kernel: libtpu gives those no cycles, so their own cost estimates are read instead
+(`kernel_cost_estimates`).
 
 Grouping the instructions by the jax operation they came from (their ``op_name`` with layer
 numbers folded) gives a profile table of a TPU step compiled on a host without a TPU.
@@ -21,6 +23,9 @@ _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = .*? ([a-z][\w\-]*)\(")
 _STEP_PREFIX = re.compile(r"^jit\([^)]*\)/")
 _NUMBERS = re.compile(r"_\d+\b")
+_KERNEL_ESTIMATE = re.compile(
+  r'"cost_estimate":\{"flops":"(?P<flops>\d+)".*?"bytes_accessed":"(?P<bytes>\d+)"'
+)
 
 
 def _entry_lines(hlo_text: str) -> list:
@@ -32,6 +37,19 @@ def estimated_cycles(hlo_text: str) -> int:
   """Sum of the entry computation's per-instruction ``estimated_cycles`` (0 when none has one,
   e.g. a program not compiled by libtpu)."""
   return sum(int(m.group(1)) for line in _entry_lines(hlo_text) for m in _CYCLES.finditer(line))
+
+
+def kernel_cost_estimates(hlo_text: str) -> tuple:
+  """(FLOPs, bytes) that the entry computation's Mosaic kernels without estimated cycles say
+  they cost (their ``pl.CostEstimate``); kernels without one add nothing."""
+  flops = bytes_accessed = 0
+  for line in _entry_lines(hlo_text):
+    if 'custom_call_target="tpu_custom_call"' in line and not _CYCLES.search(line):
+      estimate = _KERNEL_ESTIMATE.search(line)
+      if estimate:
+        flops += int(estimate.group("flops"))
+        bytes_accessed += int(estimate.group("bytes"))
+  return flops, bytes_accessed
 
 
 def kernel_count(hlo_text: str) -> int:
