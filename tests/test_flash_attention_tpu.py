@@ -17,7 +17,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.attention import dense, flash, flash_dropout, flash_tpu
+from bert_jax.models.attention import auto, dense, flash, flash_dropout, flash_tpu
 from bert_jax.models.attention.layer import SelfAttention
 from bert_jax.models.config import ModelConfig
 from bert_jax.parallel import mesh as mesh_lib
@@ -195,3 +195,51 @@ def test_flash_layer_compiles_to_mosaic_kernels_for_a_tpu_topology():
   # compiler estimate adds them at the chip's roofline).
   assert counted["kernel_flops"] >= 2 * 9 * per_device_pairs * HEAD_DIM, counted
   assert counted["kernel_bytes"] > 0
+
+
+def test_auto_rule():
+  assert auto.auto_kind("tpu", 512, 0.0, 64) == "splash"
+  assert auto.auto_kind("tpu", 128, 0.0, 64) == "splash"
+  assert auto.auto_kind("tpu", 512, RATE, 64) == "flash"  # BERT's seq-512 phase.
+  assert auto.auto_kind("tpu", 1024, RATE, 128) == "flash"
+  assert auto.auto_kind("tpu", 128, RATE, 64) == "dense"  # BERT's seq-128 phase: a tie.
+  assert auto.auto_kind("tpu", 512, RATE, 48) == "dense"  # A head size flash does not take.
+  assert auto.auto_kind("tpu", 200, 0.0, 64) == "dense"  # Not a multiple of 128.
+  assert auto.auto_kind("cpu", 512, RATE, 64) == "dense"
+  assert auto.auto_kind("gpu", 512, RATE, 64) == "dense"
+
+
+@pytest.mark.parametrize(
+  "length,rate,kernel",
+  [(512, RATE, "flash_attention_tpu_forward"), (512, 0.0, "splash"), (256, RATE, None)],
+  ids=["flash", "splash", "dense"],
+)
+def test_an_auto_layer_on_a_tpu_runs_the_kernel_the_rule_names(length, rate, kernel):
+  """The layer lowered for a TPU mesh: the Mosaic kernel it calls, or none (dense)."""
+  mesh = _tpu_mesh()
+  config = ModelConfig(
+    hidden_size=HEADS * HEAD_DIM,
+    num_heads=HEADS,
+    num_layers=1,
+    intermediate_size=4 * HEADS * HEAD_DIM,
+    attention_dropout_rate=rate,
+    max_position_embeddings=length,
+    dtype="bfloat16",
+  )
+  layer = SelfAttention(config, deterministic=False)
+  sharding = NamedSharding(mesh, PartitionSpec("data"))
+  x = jax.ShapeDtypeStruct((4, length, HEADS * HEAD_DIM), jnp.float32, sharding=sharding)
+  segment_ids = jax.ShapeDtypeStruct((4, length), jnp.int32, sharding=sharding)
+  rng = jax.random.key(0)
+  with setup.mesh_context(mesh, DEFAULT_LOGICAL_AXIS_RULES):
+    params = jax.eval_shape(layer.init, {"params": rng, "dropout": rng}, x, segment_ids)
+    text = (
+      jax.jit(lambda p, x, s, r: layer.apply(p, x, s, rngs={"dropout": r}))
+      .lower(params, x, segment_ids, rng)
+      .as_text()
+    )
+  calls = re.findall(r'kernel_name = "([^"]+)"', text)
+  if kernel is None:
+    assert "tpu_custom_call" not in text
+  else:
+    assert any(kernel in name for name in calls), calls

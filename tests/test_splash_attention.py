@@ -92,13 +92,7 @@ def test_gradients_match_dense_and_sharded_equals_unsharded():
   np.testing.assert_allclose(float(sharded[0]), float(jnp.sum(unsharded_out * weights)), rtol=1e-5)
 
 
-def test_auto_kind_rule():
-  assert splash.auto_kind("tpu", 512, 0.0) == "splash"
-  assert splash.auto_kind("tpu", 128, 0.0) == "splash"
-  assert splash.auto_kind("tpu", 512, 0.1) == "dense"  # The kernel has no dropout.
-  assert splash.auto_kind("tpu", 200, 0.0) == "dense"  # Not a multiple of 128.
-  assert splash.auto_kind("cpu", 512, 0.0) == "dense"
-  assert splash.auto_kind("gpu", 512, 0.0) == "dense"
+def test_block_sizes():
   assert [splash.block_size(n) for n in (128, 256, 384, 512, 1024)] == [128, 256, 128, 512, 512]
 
 

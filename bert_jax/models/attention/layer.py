@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from bert_jax.models import layers
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import cudnn, dense, flash, local, lsh, splash
+from bert_jax.models.attention import auto, cudnn, dense, flash, local, lsh, splash
 from bert_jax.models.config import ModelConfig
 
 
@@ -114,7 +114,9 @@ class SelfAttention(nn.Module):
     kind = config.attention_kind
     platform = platform_lib.current_platform()
     if kind == "auto":
-      kind = splash.auto_kind(platform, x_BLD.shape[1], config.attention_dropout_rate)
+      kind = auto.auto_kind(
+        platform, x_BLD.shape[1], config.attention_dropout_rate, config.head_dim
+      )
     dtype = jnp.dtype(config.dtype)
     fused = platform != "cpu"
     if kind == "lsh":

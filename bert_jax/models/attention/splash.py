@@ -1,4 +1,4 @@
-"""Pallas TPU splash attention, sharded with `jax.shard_map`, and the ``auto`` kind's rule.
+"""Pallas TPU splash attention, sharded with `jax.shard_map`.
 
 Splash attention (block-sparse flash attention, `jax.experimental.pallas.ops.tpu`) never
 materialises the [L, L] probabilities. Padding and packed documents are expressed through the
@@ -25,7 +25,6 @@ from bert_jax.models.attention import blocks, per_shard
 
 # Splash tiles q and kv in blocks that are multiples of the 128-lane vector width and divide
 # the sequence length; larger blocks amortise per-block overhead (MaxText uses 512).
-_LANES = 128
 _BLOCK_CHOICES = (512, 256, 128)
 
 
@@ -36,18 +35,6 @@ def block_size(length: int) -> int:
     UserInputError: when ``length`` is not a multiple of 128.
   """
   return blocks.largest_dividing(length, _BLOCK_CHOICES, "'splash'")
-
-
-def auto_kind(platform: str, length: int, attention_dropout_rate: float) -> str:
-  """What ``attention_kind='auto'`` runs: splash where it applies, else dense.
-
-  Splash is chosen on TPU when the sequence length is a multiple of 128 and there is no
-  attention dropout (the kernel has none); everything else (CPU, GPU, odd lengths, BERT's
-  default dropout of 0.1) gets the dense reference kernel, which has the same parameters.
-  """
-  if platform == "tpu" and length % _LANES == 0 and attention_dropout_rate == 0:
-    return "splash"
-  return "dense"
 
 
 def _kernel(num_heads: int, length: int, interpret: bool):

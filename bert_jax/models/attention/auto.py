@@ -1,0 +1,38 @@
+"""What ``attention_kind='auto'`` runs on each platform.
+
+On TPU the Pallas kernels win where the [B, H, L, L] probabilities are large: splash when there
+is no attention dropout (it has none), flash with BERT's attention dropout from length 512 on.
+libtpu's cost model (`tools/aot_compile`'s compiler estimate, BERT-base on v5p-8, batch 256,
+dropout 0.1) puts the seq-512 step at 91 ms with flash against 131 ms with dense attention;
+at seq 128 the two are within 2% (23.7 against 24.0 ms), and dense stays. Everywhere else
+(CPU, GPU, lengths the kernels do not tile) the dense kernel runs: on GPU neither fused kernel
+has been timed against it yet.
+"""
+
+from bert_jax.models import config as config_lib
+
+# The Pallas TPU kernels tile the length in multiples of the 128-lane vector width.
+_TPU_LANES = 128
+# From this length on, flash attention with dropout beats dense attention on TPU.
+TPU_FLASH_MIN_LENGTH = 512
+
+
+def auto_kind(platform: str, length: int, attention_dropout_rate: float, head_dim: int) -> str:
+  """The kernel ``attention_kind='auto'`` stands for.
+
+  Args:
+    platform: "tpu", "gpu" or "cpu" (the backend the model runs on).
+    length: the sequence length.
+    attention_dropout_rate: dropout on the attention probabilities.
+    head_dim: the per-head width (flash takes powers of two from 16 to 256).
+
+  Returns:
+    "splash", "flash" or "dense"; all three have the same parameters.
+  """
+  if platform != "tpu" or length % _TPU_LANES:
+    return "dense"
+  if attention_dropout_rate == 0:
+    return "splash"
+  if length >= TPU_FLASH_MIN_LENGTH and head_dim in config_lib.FLASH_HEAD_DIMS:
+    return "flash"
+  return "dense"
