@@ -111,3 +111,11 @@ def test_the_target_config_describes_the_gpu():
     'device_description_str: "NVIDIA H200"',
   ):
     assert field in config
+
+
+@needs_cuda_plugin
+def test_a_scanned_step_is_counted_through_unrolled_gpu_compiles():
+  config = helpers.small_config(**NO_DROPOUT, **{"model.scan_layers": True})
+  report = aot_compile.aot_compile(config, "h100-1").report
+  assert report["cost_source"] == "unrolled 1- and 2-layer compiles, extrapolated"
+  assert 1.0 < report["flops_ratio"] < 1.3

@@ -20,7 +20,8 @@ from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.tools import compiled_ops
 
-# For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops.
+# For the cost-only compiles: FSDP's all-gather / reduce-scatter matmuls without loops (TPU
+# options; XLA's GPU compiler refuses them).
 _NO_WINDOWED_EINSUM = {
   "xla_tpu_enable_windowed_einsum_for_all_gather": False,
   "xla_tpu_enable_windowed_einsum_for_reduce_scatter": False,
@@ -176,7 +177,10 @@ def step_cost(settings, mesh, compiled) -> dict:
   costs = []
   for num_layers in (1, 2):
     compiled_layers, oom, _ = compile_step(
-      unrolled(settings, num_layers), mesh, _NO_WINDOWED_EINSUM, unscanned_teacher=True
+      unrolled(settings, num_layers),
+      mesh,
+      _NO_WINDOWED_EINSUM if mesh.devices.flat[0].platform == "tpu" else None,
+      unscanned_teacher=True,
     )
     if compiled_layers is None:
       raise UserInputError(
