@@ -5,7 +5,8 @@
 # The runs attention and attention512 (not run unless named) time BERT-base with the dense
 # attention kernel against the flash one side by side (tools/benchmark_variants), at 256 x 128
 # and at 64 x 512, attention dropout 0.1 in both; large_unrolled times BERT-large as configured
-# (remat and scanned layers, for TPU pods) against neither, which one GPU has the memory for.
+# (scanned layers, for compile time on pods) against unrolled ones, which one GPU has the
+# memory for.
 # Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
 # cut short keeps the lines before it) and writes its stderr to OUT_DIR/<run>.log. The checkout
 # is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
@@ -101,7 +102,7 @@ run_args() {
     large_unrolled)
       TOOL=bert_jax.tools.benchmark_variants
       ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${timing[@]}"
-        --variant=configured "--variant=unrolled:model.remat_policy=none,model.scan_layers=false")
+        --variant=configured "--variant=unrolled:model.scan_layers=false")
       ;;
   esac
 }
