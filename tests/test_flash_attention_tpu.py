@@ -132,6 +132,20 @@ def _tpu_mesh():
   return mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, fsdp=1, tensor=2), devices=devices)
 
 
+def _layer_config(length, attention_dropout_rate, attention_kind):
+  """A bf16 one-layer config of this file's heads, for layers compiled for a TPU."""
+  return ModelConfig(
+    hidden_size=HEADS * HEAD_DIM,
+    num_heads=HEADS,
+    num_layers=1,
+    intermediate_size=4 * HEADS * HEAD_DIM,
+    attention_dropout_rate=attention_dropout_rate,
+    attention_kind=attention_kind,
+    max_position_embeddings=length,
+    dtype="bfloat16",
+  )
+
+
 def test_flash_on_a_tpu_mesh_refuses_a_length_not_a_multiple_of_128():
   qkv = [jax.ShapeDtypeStruct((4, 144, 2, 64), jnp.bfloat16)] * 3
   segment_ids = jax.ShapeDtypeStruct((4, 144), jnp.int32)
@@ -144,16 +158,7 @@ def test_flash_layer_compiles_to_mosaic_kernels_for_a_tpu_topology():
   """A bf16 layer with attention dropout 0.1, fwd + bwd: the real Mosaic compile."""
   mesh = _tpu_mesh()
   batch, length = 4, 256
-  config = ModelConfig(
-    hidden_size=HEADS * HEAD_DIM,
-    num_heads=HEADS,
-    num_layers=1,
-    intermediate_size=4 * HEADS * HEAD_DIM,
-    attention_dropout_rate=RATE,
-    attention_kind="flash",
-    max_position_embeddings=length,
-    dtype="bfloat16",
-  )
+  config = _layer_config(length, RATE, "flash")
   layer = SelfAttention(config, deterministic=False)
   x = jax.ShapeDtypeStruct(
     (batch, length, HEADS * HEAD_DIM),
@@ -217,15 +222,7 @@ def test_auto_rule():
 def test_an_auto_layer_on_a_tpu_runs_the_kernel_the_rule_names(length, rate, kernel):
   """The layer lowered for a TPU mesh: the Mosaic kernel it calls, or none (dense)."""
   mesh = _tpu_mesh()
-  config = ModelConfig(
-    hidden_size=HEADS * HEAD_DIM,
-    num_heads=HEADS,
-    num_layers=1,
-    intermediate_size=4 * HEADS * HEAD_DIM,
-    attention_dropout_rate=rate,
-    max_position_embeddings=length,
-    dtype="bfloat16",
-  )
+  config = _layer_config(length, rate, "auto")
   layer = SelfAttention(config, deterministic=False)
   sharding = NamedSharding(mesh, PartitionSpec("data"))
   x = jax.ShapeDtypeStruct((4, length, HEADS * HEAD_DIM), jnp.float32, sharding=sharding)
