@@ -5,10 +5,13 @@
 
 Needs the libtpu wheel (pip install -e '.[tpu]'), not a TPU: the step is traced with abstract
 inputs carrying their shardings (no state is ever made) and compiled by libtpu for the
-topology's devices. Prints a readable summary on stderr and one JSON line on stdout:
-per-device memory (arguments, temporaries, outputs) against the chip's HBM, compiled FLOPs per
-step against the model's (bert_jax.train.flops), and a roofline MFU ceiling. A step that does
-not fit is refused with one line and exit status 2, after its JSON line.
+topology's devices. ``--topology=h100-1`` (or h200-8, ...) compiles for NVIDIA GPUs the same
+way with jax's CUDA plugin (pip install -e '.[gpu_aot]'; `bert_jax.parallel.gpu_topologies`).
+Prints a readable summary on stderr and one JSON line on stdout: per-device memory (arguments,
+temporaries, outputs) against the chip's HBM, compiled FLOPs per step against the model's
+(bert_jax.train.flops), a roofline MFU ceiling, the kernel count and, on TPU, the compiler's
+own estimate of the step's time (`compiled_ops`; ``--op_table=N`` breaks it down by jax op). A
+step that does not fit is refused with one line and exit status 2, after its JSON line.
 
 A distillation step (``task=distillation``) is compiled as it runs: one program of the teacher's
 forward pass and the student's step, the teacher's parameters an argument with their
@@ -127,10 +130,7 @@ def _teacher_summary(task):
 
 def _topology_and_devices(name: str, num_slices: int):
   """(TPU slice or GPU topology called ``name``, its compile-only devices)."""
-  from bert_jax.parallel import (
-    gpu_topologies,  # pylint: disable=g-import-not-at-top
-    topologies,  # pylint: disable=g-import-not-at-top
-  )
+  from bert_jax.parallel import gpu_topologies, topologies  # pylint: disable=g-import-not-at-top
 
   if not gpu_topologies.is_gpu_topology(name):
     topology = topologies.get_topology(name)
@@ -269,7 +269,9 @@ def summary(report: dict) -> str:
     f"{roofline['bound']}-bound) -> MFU ceiling {roofline['mfu_ceiling']:.1%}; compute alone "
     f"{roofline['compute_mfu_ceiling']:.1%} (communication not counted)"
   )
-  lines.append(f"  kernels: {report['kernels']} fusions and custom calls a step")
+  # A step with loops (scanned layers) launches its loop body's kernels once per iteration.
+  loops = "" if report["cost_source"] == "compiled step" else " outside its loops"
+  lines.append(f"  kernels: {report['kernels']} fusions and custom calls a step{loops}")
   estimate = report["compiler_estimate"]
   if estimate["step_s"]:
     lines.append(
@@ -328,7 +330,10 @@ def _define_flags(values: flags.FlagValues, argv):
     sys_argv=argv,
   )
   flags.DEFINE_string(
-    "topology", None, "Cloud TPU slice type, e.g. v4-32 or v5e-16.", flag_values=values
+    "topology",
+    None,
+    "Cloud TPU slice type, e.g. v4-32 or v5e-16, or NVIDIA GPUs, e.g. h100-1 or h200-8.",
+    flag_values=values,
   )
   flags.DEFINE_integer("num_slices", 1, "Slices joined over DCN (multi-slice).", flag_values=values)
   flags.DEFINE_integer(
