@@ -120,6 +120,25 @@ def test_the_clock_turns_a_matmuls_estimated_cycles_into_its_time_at_peak(name):
 
 
 @needs_libtpu
+def test_dropout_masks_never_reach_memory_in_the_compiled_bf16_step():
+  """The masks are hashes of positions, recomputed inside the fusions that apply them: no
+  boolean array of an activation's size is a result of the step's entry computation (the
+  threefry masks were, in halves: [B, L, D/2] and [B, H, L, L/2]); the [B, L, L] padding mask
+  is the one allowed."""
+  config = helpers.small_config(**{"model.num_layers": 1, "model.dtype": "bfloat16"})
+  result = aot_compile.aot_compile(config, "v5e-1")
+  batch, length = config.global_batch_size, config.data.max_seq_length
+  masks = []
+  for line in compiled_ops.entry_lines(result.compiled.as_text()):
+    result_type = line.split(" = ", 1)[1].split("(", 1)[0] if " = " in line else ""
+    for dims in re.findall(r"\bpred\[([0-9,]+)\]", result_type):
+      shape = tuple(int(d) for d in dims.split(","))
+      if len(shape) >= 3 and np.prod(shape) >= batch * length * 16:
+        masks.append(shape)
+  assert masks and set(masks) == {(batch, length, length)}, masks
+
+
+@needs_libtpu
 def test_the_op_table_names_the_ops_with_the_most_estimated_time(capsys):
   flags = run_helpers.small_flags(**{"model.num_layers": 1, **NO_DROPOUT})
   status = aot_compile.main(

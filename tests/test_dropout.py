@@ -1,22 +1,34 @@
-"""Dropout from 16-bit halves: the right keep rate, exact scaling, deterministic per key."""
+"""Dropout from a counter-based hash: the right keep rate, exact scaling, deterministic per key,
+independent across rows, columns and keys, the same mask however the array is sharded."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding, PartitionSpec
 
-from bert_jax.models.dropout import dropout
+from bert_jax.models.dropout import dropout, keep_mask
 
 
 @pytest.mark.parametrize("rate", [0.1, 0.5])
 def test_keep_rate_and_scaling(rate):
-  x = jnp.ones((64, 128, 77))  # Odd last dimension: the unused half-word is dropped.
+  x = jnp.ones((64, 128, 77))
   y = np.asarray(dropout(x, rate, jax.random.key(0)))
   kept = y != 0
   assert abs(kept.mean() - (1 - rate)) < 4 * np.sqrt(rate * (1 - rate) / kept.size)
   np.testing.assert_allclose(y[kept], 1.0 / (1.0 - rate), rtol=1e-6)
-  # Both halves of the words are used, each with the right rate.
-  assert abs(kept[..., :39].mean() - kept[..., 39:].mean()) < 0.01
+  # Every column and every row position keeps about 1 - rate.
+  assert np.abs(kept.mean(axis=(0, 1)) - (1 - rate)).max() < 0.05
+  assert np.abs(kept.mean(axis=(0, 2)) - (1 - rate)).max() < 0.05
+
+
+def test_neighbouring_rows_and_columns_are_independent():
+  kept = np.asarray(keep_mask((256, 512), 0.5, jax.random.key(3)))
+  # Two independent fair masks agree on half their elements.
+  for a, b in ((kept[1:], kept[:-1]), (kept[:, 1:], kept[:, :-1]), (kept[:, ::2], kept[:, 1::2])):
+    assert abs(np.mean(a == b) - 0.5) < 0.01
+  # No two rows are the same mask.
+  assert len({row.tobytes() for row in kept}) == kept.shape[0]
 
 
 def test_deterministic_per_key_and_independent_across_keys():
@@ -25,7 +37,24 @@ def test_deterministic_per_key_and_independent_across_keys():
   np.testing.assert_array_equal(a, b)
   c = np.asarray(dropout(x, 0.1, jax.random.key(2)))
   agreement = np.mean((np.asarray(a) != 0) == (c != 0))
-  assert agreement < 0.85  # Independent masks agree on 0.9^2 + 0.1^2 = 82% of elements.
+  assert abs(agreement - 0.82) < 0.02  # Independent masks agree on 0.9^2 + 0.1^2 = 82%.
+
+
+def test_the_mask_does_not_depend_on_the_sharding():
+  mesh = jax.make_mesh((8,), ("data",))
+  shape, key = (16, 24, 40), jax.random.key(5)
+  unsharded = jax.jit(lambda k: keep_mask(shape, 0.1, k))(key)
+  sharded = jax.jit(
+    lambda k: keep_mask(shape, 0.1, k),
+    out_shardings=NamedSharding(mesh, PartitionSpec("data")),
+  )(key)
+  assert len(sharded.sharding.device_set) == 8
+  np.testing.assert_array_equal(np.asarray(sharded), np.asarray(unsharded))
+
+
+def test_rows_that_would_wrap_are_refused():
+  with pytest.raises(ValueError, match="at most 2\\*\\*32 - 1 rows"):
+    jax.eval_shape(lambda k: keep_mask((2**16, 2**16, 2), 0.1, k), jax.random.key(0))
 
 
 def test_rate_zero_is_identity():

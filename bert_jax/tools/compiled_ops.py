@@ -28,7 +28,9 @@ _KERNEL_ESTIMATE = re.compile(
 )
 
 
-def _entry_lines(hlo_text: str) -> list:
+def entry_lines(hlo_text: str) -> list:
+  """The instruction lines of the program's entry computation (what runs as kernels and what
+  reaches memory; fused computations are not in it)."""
   match = _ENTRY.search(hlo_text)
   return match.group(1).splitlines() if match else []
 
@@ -36,14 +38,14 @@ def _entry_lines(hlo_text: str) -> list:
 def estimated_cycles(hlo_text: str) -> int:
   """Sum of the entry computation's per-instruction ``estimated_cycles`` (0 when none has one,
   e.g. a program not compiled by libtpu)."""
-  return sum(int(m.group(1)) for line in _entry_lines(hlo_text) for m in _CYCLES.finditer(line))
+  return sum(int(m.group(1)) for line in entry_lines(hlo_text) for m in _CYCLES.finditer(line))
 
 
 def kernel_cost_estimates(hlo_text: str) -> tuple:
   """(FLOPs, bytes) that the entry computation's Mosaic kernels without estimated cycles say
   they cost (their ``pl.CostEstimate``); kernels without one add nothing."""
   flops = bytes_accessed = 0
-  for line in _entry_lines(hlo_text):
+  for line in entry_lines(hlo_text):
     if 'custom_call_target="tpu_custom_call"' in line and not _CYCLES.search(line):
       estimate = _KERNEL_ESTIMATE.search(line)
       if estimate:
@@ -57,7 +59,7 @@ def kernel_count(hlo_text: str) -> int:
   (a GEMM library call, a Pallas kernel). Ops XLA left unfused (a copy, a convert) and
   collectives are not counted."""
   count = 0
-  for line in _entry_lines(hlo_text):
+  for line in entry_lines(hlo_text):
     instruction = _INSTRUCTION.match(line)
     count += bool(instruction) and instruction.group(2) in ("fusion", "custom-call")
   return count
@@ -87,7 +89,7 @@ def op_groups(hlo_text: str, clock_hz: float, top: int) -> list:
     number of instructions it compiled to.
   """
   cycles, count = collections.Counter(), collections.Counter()
-  for line in _entry_lines(hlo_text):
+  for line in entry_lines(hlo_text):
     estimate = _CYCLES.search(line)
     if estimate:
       op = source_op(line)

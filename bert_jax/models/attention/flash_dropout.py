@@ -11,18 +11,7 @@ is >= round(rate * 2**32): the keep probability is quantised to 2**-32.
 import jax
 import jax.numpy as jnp
 
-# murmur3's 32-bit finaliser constants, and the golden ratio's (an odd constant whose bits
-# look random, to keep key position 0 from hashing to 0).
-_FMIX_1, _FMIX_2, _GOLDEN = 0x85EBCA6B, 0xC2B2AE35, 0x9E3779B9
-
-
-def _fmix32(x):
-  """murmur3's finaliser: a bijection on uint32 whose every input bit flips half the output."""
-  x = x ^ (x >> 16)
-  x = x * jnp.uint32(_FMIX_1)
-  x = x ^ (x >> 13)
-  x = x * jnp.uint32(_FMIX_2)
-  return x ^ (x >> 16)
+from bert_jax.models.dropout import column_hash, fmix32, keep_from_hashes
 
 
 def streams_BH(dropout_rng, batch: int, heads: int):
@@ -30,7 +19,7 @@ def streams_BH(dropout_rng, batch: int, heads: int):
   seed = jax.random.bits(dropout_rng, (2,), jnp.uint32)
   b_B1 = jnp.arange(batch, dtype=jnp.uint32)[:, None]
   h_1H = jnp.arange(heads, dtype=jnp.uint32)[None, :]
-  return _fmix32(_fmix32(_fmix32(b_B1 ^ seed[0]) ^ h_1H) ^ seed[1])
+  return fmix32(fmix32(fmix32(b_B1 ^ seed[0]) ^ h_1H) ^ seed[1])
 
 
 def keep(stream, query_pos, key_pos, rate: float):
@@ -40,10 +29,7 @@ def keep(stream, query_pos, key_pos, rate: float):
   (`keep_mask_BHQK`). Row and column are mixed separately, so a [q, k] tile costs one xor and
   one finaliser per element. Kept iff the hash >= round(rate * 2**32).
   """
-  row = _fmix32(stream ^ query_pos)
-  column = _fmix32(key_pos ^ jnp.uint32(_GOLDEN))
-  threshold = min(round(rate * 2**32), 2**32 - 1)
-  return _fmix32(row ^ column) >= jnp.uint32(threshold)
+  return keep_from_hashes(fmix32(stream ^ query_pos), column_hash(key_pos), rate)
 
 
 def positions(start, size: int, axis: int):
