@@ -2,7 +2,6 @@
 target config; no GPU or driver): the real train step's memory, FLOPs and kernels, data
 parallelism over 8 GPUs, and refusals."""
 
-import importlib.util
 import re
 
 import pytest
@@ -13,8 +12,8 @@ from bert_jax.tools import aot_compile, aot_step
 from tests import helpers
 
 needs_cuda_plugin = pytest.mark.skipif(
-  importlib.util.find_spec("jax_plugins.xla_cuda13") is None,
-  reason="jax's CUDA plugin is not installed (pip install -e '.[gpu_aot]')",
+  not gpu_topologies.plugin_installed(),
+  reason="jax's CUDA plugin is not installed (pip install -e '.[cuda]')",
 )
 
 NO_DROPOUT = {"model.hidden_dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
@@ -90,7 +89,7 @@ def test_bad_gpu_topologies_are_refused_with_the_valid_choices(topology, num_sli
 
 def test_without_the_cuda_plugin_the_error_names_the_install(monkeypatch):
   monkeypatch.setattr(gpu_topologies.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(UserInputError, match=r"pip install -e '\.\[gpu_aot\]'"):
+  with pytest.raises(UserInputError, match=r"pip install -e '\.\[cuda\]'"):
     gpu_topologies.topology_devices(gpu_topologies.get_topology("h100-1"))
 
 

@@ -2,7 +2,7 @@
 
 XLA compiles for a GPU it is told about instead of one it queries: a target config (the
 device's multiprocessors, memory, caches and compute capability) and a topology of hosts and
-GPUs per host. `topology_devices` needs jax's CUDA plugin (extra ``gpu_aot``), not a GPU or a
+GPUs per host. `topology_devices` needs jax's CUDA plugin (extra ``cuda``), not a GPU or a
 driver; the rest is plain data. Without a device XLA cannot autotune, so its GEMM tilings are
 its defaults: memory and FLOPs are what a GPU would compile, kernel speeds are not.
 """
@@ -129,13 +129,21 @@ def get_topology(name: str) -> GpuTopology:
   return GpuTopology(name, GPUS[match.group("gpu")], count)
 
 
+def plugin_installed() -> bool:
+  """Whether jax's CUDA plugin is importable (its namespace package may be missing whole)."""
+  try:
+    return importlib.util.find_spec(_PLUGIN) is not None
+  except ModuleNotFoundError:
+    return False
+
+
 def topology_devices(topology: GpuTopology) -> list:
   """Compile-only devices for ``topology``; needs jax's CUDA plugin and JAX_PLATFORMS=cpu
   (ordinary computation stays on the host, and the plugin is not asked for a GPU)."""
-  if importlib.util.find_spec(_PLUGIN) is None:
+  if not plugin_installed():
     raise UserInputError(
       "jax's CUDA plugin is not installed, so GPU programs cannot be compiled here; "
-      "run pip install -e '.[gpu_aot]'"
+      "run pip install -e '.[cuda]'"
     )
   if os.environ.get("JAX_PLATFORMS", "") != "cpu":
     raise UserInputError(

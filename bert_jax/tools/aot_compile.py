@@ -6,7 +6,7 @@
 Needs the libtpu wheel (pip install -e '.[tpu]'), not a TPU: the step is traced with abstract
 inputs carrying their shardings (no state is ever made) and compiled by libtpu for the
 topology's devices. ``--topology=h100-1`` (or h200-8, ...) compiles for NVIDIA GPUs the same
-way with jax's CUDA plugin (pip install -e '.[gpu_aot]'; `bert_jax.parallel.gpu_topologies`).
+way with jax's CUDA plugin (pip install -e '.[cuda]'; `bert_jax.parallel.gpu_topologies`).
 Prints a readable summary on stderr and one JSON line on stdout: per-device memory (arguments,
 temporaries, outputs) against the chip's HBM, compiled FLOPs per step against the model's
 (bert_jax.train.flops), a roofline MFU ceiling, the kernel count and, on TPU, the compiler's
