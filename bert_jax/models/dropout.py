@@ -37,11 +37,11 @@ def column_hash(column):
   return fmix32(column ^ jnp.uint32(_GOLDEN))
 
 
-def keep_from_hashes(row_hash, column_hash_, rate: float):
+def keep_from_hashes(hashed_row, hashed_column, rate: float):
   """True where the element of a hashed row and column survives dropout (broadcasting):
   kept iff fmix32(row ^ column) >= round(rate * 2**32)."""
   threshold = min(round(rate * 2**32), 2**32 - 1)
-  return fmix32(row_hash ^ column_hash_) >= jnp.uint32(threshold)
+  return fmix32(hashed_row ^ hashed_column) >= jnp.uint32(threshold)
 
 
 def keep_mask(shape, rate: float, rng):

@@ -94,12 +94,8 @@ class GpuTopology:
   """``count`` GPUs of one model, 8 to a host (fewer on a single host)."""
 
   name: str
-  gpu: Gpu
+  chip: Gpu  # Named as a TPU topology's chip, so tools/aot_compile reads both alike.
   count: int
-
-  @property
-  def chip(self) -> Gpu:
-    return self.gpu
 
   @property
   def hosts(self) -> int:
@@ -157,7 +153,7 @@ def topology_devices(topology: GpuTopology) -> list:
     topologies.get_topology_desc(
       topology_name=topology.name,
       platform="cuda",
-      target_config=topology.gpu.target_config(),
+      target_config=topology.chip.target_config(),
       topology=f"1x{topology.hosts}x{per_host}",
     ).devices
   )

@@ -220,7 +220,7 @@ def aot_compile(config, topology_name: str, num_slices: int = 1) -> AotResult:
     flops_not_counted=cost["not_counted"],
     roofline=_roofline(peak_flops, chip.hbm_bandwidth, cost, model_flops),
     compiler_estimate=_compiler_estimate(chip, peak_flops, cost, model_flops),
-    kernels=compiled_ops.kernel_count(compiled.as_text()),
+    kernels=cost["kernels"],
   )
   return AotResult(report, compiled, mesh, training.state_shardings, chip)
 

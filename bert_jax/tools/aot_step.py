@@ -119,10 +119,11 @@ def _cost_analysis(compiled) -> dict:
 
 
 def cost(compiled) -> dict:
-  """Per device of one compiled program: XLA's ``flops`` and ``bytes_accessed``, the TPU
-  compiler's ``estimated_cycles`` of its ops and what the Mosaic kernels it has no cycles for
-  estimate themselves (``kernel_flops``, ``kernel_bytes``; `compiled_ops`), and ``missing``:
-  what the FLOPs leave out, a tuple of the reasons above (empty when nothing)."""
+  """Per device of one compiled program: its ``kernels`` (`compiled_ops.kernel_count`), XLA's
+  ``flops`` and ``bytes_accessed``, the TPU compiler's ``estimated_cycles`` of its ops and what
+  the Mosaic kernels it has no cycles for estimate themselves (``kernel_flops``,
+  ``kernel_bytes``; `compiled_ops`), and ``missing``: what the FLOPs leave out, a tuple of the
+  reasons above (empty when nothing)."""
   analysis = _cost_analysis(compiled)
   text = compiled.as_text()
   missing = ()
@@ -139,6 +140,7 @@ def cost(compiled) -> dict:
     missing += (TRITON_NOT_COUNTED,)
   kernel_flops, kernel_bytes = compiled_ops.kernel_cost_estimates(text)
   return {
+    "kernels": compiled_ops.kernel_count(text),
     "flops": float(analysis["flops"]),
     "bytes_accessed": float(analysis["bytes accessed"]),
     "estimated_cycles": compiled_ops.estimated_cycles(text),
@@ -165,12 +167,14 @@ _EXTRAPOLATED = ("flops", "bytes_accessed", "estimated_cycles", "kernel_flops", 
 
 
 def step_cost(settings, mesh, compiled) -> dict:
-  """`cost`'s figures per device per step, where they came from (``source``), and what the
-  FLOPs leave out (``not_counted``: "" when nothing, else the FLOPs are a lower bound)."""
+  """`cost`'s figures per device per step (``kernels`` the compiled step's own), where they came
+  from (``source``), and what the FLOPs leave out (``not_counted``: "" when nothing, else the
+  FLOPs are a lower bound)."""
   counted = cost(compiled)
   if LOOPS_COUNTED_ONCE not in counted["missing"]:
     return {
       **{key: counted[key] for key in _EXTRAPOLATED},
+      "kernels": counted["kernels"],
       "source": "compiled step",
       "not_counted": "; ".join(counted["missing"]),
     }
@@ -194,6 +198,8 @@ def step_cost(settings, mesh, compiled) -> dict:
     **{
       key: accumulation * (one[key] + (layers - 1) * (two[key] - one[key])) for key in _EXTRAPOLATED
     },
+    # The step's own kernels, outside its loops: the loop bodies' run once per iteration.
+    "kernels": counted["kernels"],
     "source": "unrolled 1- and 2-layer compiles, extrapolated",
     # Loops still there (e.g. in LSH attention) are counted once: FLOPs are a lower bound.
     "not_counted": "; ".join(dict.fromkeys(one["missing"] + two["missing"])),

@@ -10,9 +10,8 @@ has been timed against it yet.
 """
 
 from bert_jax.models import config as config_lib
+from bert_jax.models.attention import blocks
 
-# The Pallas TPU kernels tile the length in multiples of the 128-lane vector width.
-_TPU_LANES = 128
 # From this length on, flash attention with dropout beats dense attention on TPU.
 TPU_FLASH_MIN_LENGTH = 512
 
@@ -29,7 +28,7 @@ def auto_kind(platform: str, length: int, attention_dropout_rate: float, head_di
   Returns:
     "splash", "flash" or "dense"; all three have the same parameters.
   """
-  if platform != "tpu" or length % _TPU_LANES:
+  if platform != "tpu" or length % blocks.TPU_LANES:
     return "dense"
   if attention_dropout_rate == 0:
     return "splash"

@@ -2,6 +2,9 @@
 
 from bert_jax.errors import UserInputError
 
+# A TPU vector register's lane count: the Pallas TPU kernels tile lengths in multiples of it.
+TPU_LANES = 128
+
 
 def largest_dividing(length: int, choices, kernel: str) -> int:
   """The largest of ``choices`` that divides ``length``.

@@ -12,9 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from bert_jax.models.attention import flash_dropout, masks
+from bert_jax.models.attention import blocks, flash_dropout, masks
 
-_LANES = 128
 _TRANS_B = (((1,), (1,)), ((), ()))  # a @ b.T
 _PLAIN = (((1,), (0,)), ((), ()))  # a @ b
 
@@ -109,7 +108,7 @@ def forward_kernel(
     lse_Q1 = jnp.where(has_keys_Q1, max_ref[...] + jnp.log(safe_sum_Q1), 0.0)
     # Stored lane-dense, [1, Q] not [Q, 128], by a transpose: TPU v4 has no sublane gather
     # for a direct reshape.
-    lse_ref[...] = jnp.broadcast_to(lse_Q1, (lse_Q1.shape[0], _LANES)).T[:1, :]
+    lse_ref[...] = jnp.broadcast_to(lse_Q1, (lse_Q1.shape[0], blocks.TPU_LANES)).T[:1, :]
 
 
 def _tile_gradients(probs, d_probs, delta, keep, options: Options, scale: float):
