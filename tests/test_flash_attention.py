@@ -100,6 +100,44 @@ def test_outputs_and_gradients_match_dense_with_the_same_mask(rate):
     np.testing.assert_allclose(np.asarray(out)[real], dense_out[real], atol=1e-5)
 
 
+@functools.partial(jax.jit, static_argnames="rate")
+def _packed_out_and_grads(qkv_BLNHD, bias_NHD, segment_ids_BL, d_out, rng, rate):
+  def attend(packed, bias):
+    return flash.flash_attention_packed(
+      packed, segment_ids_BL, bias_NHD=bias, dropout_rate=rate, dropout_rng=rng, block=BLOCK
+    )
+
+  out, vjp = jax.vjp(attend, qkv_BLNHD, bias_NHD)
+  return out, vjp(d_out.astype(out.dtype))
+
+
+def test_packed_operands_give_the_same_outputs_and_gradients():
+  """flash_attention_packed reads q, k, v in place from [B, L, 3, H, D], adds their bias as it
+  reads them, and returns their gradient packed the same way and the bias's summed over batch
+  and length: the same kernels and mask as on three biased arrays; under a mesh (8 devices)
+  too."""
+  (query, key, value), d_out = _inputs(seed=4)
+  bias_NHD = jax.random.normal(jax.random.key(6), (3, HEADS, HEAD_DIM))
+  segment_ids_BL, rng = _segment_ids(), jax.random.key(5)
+  biased = [x + b[None, None] for x, b in zip((query, key, value), bias_NHD)]
+  want_out, want_grads = _flash_out_and_grads(*biased, segment_ids_BL, d_out, rng, RATE)
+  want_packed = jnp.stack(want_grads, axis=2)
+  want_bias = jnp.sum(want_packed, axis=(0, 1))
+  packed = jnp.stack((query, key, value), axis=2)
+  runs = [_packed_out_and_grads(packed, bias_NHD, segment_ids_BL, d_out, rng, RATE)]
+  if jax.device_count() >= 8:
+    mesh = mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, fsdp=2, tensor=2))
+    with setup.mesh_context(mesh, DEFAULT_LOGICAL_AXIS_RULES):
+      runs.append(_packed_out_and_grads(packed, bias_NHD, segment_ids_BL, d_out, rng, RATE))
+  for out, (d_packed, d_bias) in runs:
+    assert d_packed.shape == packed.shape and d_bias.shape == bias_NHD.shape
+    # XLA may order the sums around the kernels (delta, the bias's) differently.
+    errors = [_max_error(g, w) for g, w in ((out, want_out), (d_packed, want_packed))]
+    assert max(errors) < 1e-5 and _max_error(d_bias, want_bias) < 1e-4, errors
+  with pytest.raises(ValueError, match=r"must be \[B, L, 3, H, D\]"):
+    flash.flash_attention_packed(jnp.zeros((1, 32, 2, 1, 16)), jnp.ones((1, 32), jnp.int32))
+
+
 def test_the_backward_drops_what_the_forward_dropped():
   """out is linear in value through the dropped probabilities: <out, d_out> = <value, d_value>
   for one mask; a backward drawing another mask breaks it."""
@@ -187,6 +225,20 @@ def test_forward_and_backward_lower_to_triton_kernels_without_an_lxl_array():
   # The forward, the dK/dV and the dQ kernel.
   assert text.count("stablehlo.custom_call @__gpu$xla.gpu.triton") == 3, text[:3000]
   assert f"tensor<{batch}x{heads}x{length}x{length}x" not in text
+
+  def packed_loss(qkv_BLNHD, segment_ids_BL, rng):
+    out = flash.flash_attention_packed(
+      qkv_BLNHD, segment_ids_BL, dropout_rate=RATE, dropout_rng=rng, interpret=False
+    )
+    return jnp.sum(out.astype(jnp.float32))
+
+  packed = jax.ShapeDtypeStruct((batch, length, 3, heads, head_dim), jnp.bfloat16)
+  lowered = jax.jit(jax.grad(packed_loss)).trace(packed, segment_ids, jax.random.key(0))
+  text = lowered.lower(lowering_platforms=("cuda",)).as_text()
+  calls = [line for line in text.splitlines() if "@__gpu$xla.gpu.triton" in line]
+  # The three kernels take the packed array itself: nothing is sliced out of it for them.
+  assert len(calls) == 3 and "stablehlo.slice %arg0" not in text, text[:3000]
+  assert all(f"tensor<{batch}x{length}x3x{heads}x{head_dim}xbf16>" in call for call in calls)
 
 
 def test_bad_input_is_refused():

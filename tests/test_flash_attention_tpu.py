@@ -211,7 +211,11 @@ def test_auto_rule():
   assert auto.auto_kind("tpu", 512, RATE, 48) == "dense"  # A head size flash does not take.
   assert auto.auto_kind("tpu", 200, 0.0, 64) == "dense"  # Not a multiple of 128.
   assert auto.auto_kind("cpu", 512, RATE, 64) == "dense"
-  assert auto.auto_kind("gpu", 512, RATE, 64) == "dense"
+  # GPU: the Triton flash kernels wherever they tile the length, with or without dropout.
+  assert auto.auto_kind("gpu", 128, RATE, 64) == "flash"
+  assert auto.auto_kind("gpu", 512, 0.0, 64) == "flash"
+  assert auto.auto_kind("gpu", 136, RATE, 64) == "dense"  # Not a multiple of 16.
+  assert auto.auto_kind("gpu", 128, RATE, 48) == "dense"
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ SIZE_HELP = (
 )
 _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 
-# "auto" = splash or flash on TPU where they apply, else dense (rule: attention/auto.py).
+# "auto" = flash on GPU, splash or flash on TPU where they apply, else dense (attention/auto.py).
 ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "flash", "auto", "lsh", "local")
 # Head sizes the flash kernels take (GPU and TPU alike): powers of two (Triton's tiles), 16 at
 # least (its products).
@@ -121,8 +121,9 @@ class ModelConfig:
     help="dense | fused | splash (Pallas TPU) | cudnn (NVIDIA GPU, bf16, right-padded rows, "
     "no attention dropout) | flash (Pallas FlashAttention-2 with attention dropout, one "
     "mask on both platforms: Triton on NVIDIA GPU, L % 16 == 0; Mosaic on TPU, "
-    "L % 128 == 0; head_dim a power of two in 16..256) | auto (on TPU with L % 128 == 0: "
-    "splash without attention dropout, flash with it from L=512; else dense) | lsh | local.",
+    "L % 128 == 0; head_dim a power of two in 16..256) | auto (on GPU flash where it applies; "
+    "on TPU with L % 128 == 0: splash without attention dropout, flash with it from L=512; "
+    "else dense) | lsh | local.",
   )
   remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")
   scan_layers: bool = option(False, help="One scanned layer body: faster compiles when deep.")

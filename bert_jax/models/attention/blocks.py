@@ -4,6 +4,8 @@ from bert_jax.errors import UserInputError
 
 # A TPU vector register's lane count: the Pallas TPU kernels tile lengths in multiples of it.
 TPU_LANES = 128
+# Triton's smallest matrix product edge: the Triton flash kernels tile lengths in multiples of it.
+TRITON_MIN_BLOCK = 16
 
 
 def largest_dividing(length: int, choices, kernel: str) -> int:

@@ -61,12 +61,17 @@ def project_into_heads(x_BLD, weights, dtype, *, fused: bool):
       )
       for kernel, bias in weights
     )
+  y_BLNHK, bias_NHK = packed_product(x_BLD, weights, dtype)
+  y_BLNHK = layers.add_bias(y_BLNHK, bias_NHK)
+  return tuple(y_BLNHK[:, :, i] for i in range(len(weights)))
+
+
+def packed_product(x_BLD, weights, dtype):
+  """`project_into_heads`'s fused contraction [B, L, n, H, K] before its bias, and the biases
+  [n, H, K] (float32) for the consumer to add."""
   kernel_DNHK = jnp.stack([kernel for kernel, _ in weights], axis=1).astype(dtype)
   bias_NHK = jnp.stack([bias for _, bias in weights])
-  y_BLNHK = layers.add_bias(
-    jnp.einsum("bld,dnhk->blnhk", x_BLD.astype(dtype), kernel_DNHK), bias_NHK
-  )
-  return tuple(y_BLNHK[:, :, i] for i in range(len(weights)))
+  return jnp.einsum("bld,dnhk->blnhk", x_BLD.astype(dtype), kernel_DNHK), bias_NHK
 
 
 class OutputProjection(nn.Module):
@@ -113,7 +118,12 @@ class SelfAttention(nn.Module):
     config = self.config
     kind = config.attention_kind
     platform = platform_lib.current_platform()
-    if kind == "auto":
+    # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py),
+    # and only the dense kernel has them.
+    keep_probs = self.is_mutable_collection("intermediates")
+    if kind == "auto" and keep_probs:
+      kind = "dense"
+    elif kind == "auto":
       kind = auto.auto_kind(
         platform, x_BLD.shape[1], config.attention_dropout_rate, config.head_dim
       )
@@ -144,10 +154,19 @@ class SelfAttention(nn.Module):
       )
     else:
       weights = tuple(ProjectionWeights(config, name=n)() for n in ("query", "key", "value"))
-      query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype, fused=fused)
-      query_BLHD = nn.with_logical_constraint(
-        query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
-      )
+      # Off CPU the flash kernels read the three from the packed product in place and add
+      # its bias as they read them.
+      packed = kind == "flash" and fused
+      if packed:
+        qkv_BLNHD, bias_NHD = packed_product(x_BLD, weights, dtype)
+        qkv_BLNHD = nn.with_logical_constraint(
+          qkv_BLNHD, ("activation_batch", "activation_length", None, "activation_heads", "kv")
+        )
+      else:
+        query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype, fused=fused)
+        query_BLHD = nn.with_logical_constraint(
+          query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
+        )
       # The dense and flash kernels have attention dropout (the config refuses a rate for the
       # fused, splash and cudnn kinds; local has none), so only they draw a key.
       dropout_active = (
@@ -155,9 +174,15 @@ class SelfAttention(nn.Module):
       )
       dropout_rate = config.attention_dropout_rate if dropout_active else 0.0
       dropout_rng = self.make_rng("dropout") if dropout_active else None
-      # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py).
-      keep_probs = self.is_mutable_collection("intermediates")
-      if kind == "flash" or (kind == "dense" and not keep_probs):
+      if packed:
+        out_BLHD = flash.flash_attention_packed(
+          qkv_BLNHD,
+          segment_ids_BL,
+          bias_NHD=bias_NHD,
+          dropout_rate=dropout_rate,
+          dropout_rng=dropout_rng,
+        )
+      elif kind == "flash" or (kind == "dense" and not keep_probs):
         attend = flash.flash_attention if kind == "flash" else dense.dense_attention_vjp
         out_BLHD = attend(
           query_BLHD,
