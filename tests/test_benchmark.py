@@ -67,6 +67,12 @@ def test_benchmark_times_hf_torch_with_bert_jax_on_a_host_without_tensorflow(tmp
   assert line["hf_torch_tokens_per_s"] == pytest.approx(
     8 * 32 / line["hf_torch_median_step_s"], rel=0.02
   )
+  # Both timed with steps in flight too (on a CPU the step itself is synchronous, so the two
+  # timings differ by noise and the loop's own time only).
+  assert line["in_flight_step_s"] > 0 and line["hf_torch_in_flight_step_s"] > 0
+  assert line["in_flight_speedup_vs_hf_torch"] == pytest.approx(
+    line["hf_torch_in_flight_step_s"] / line["in_flight_step_s"], rel=0.02
+  )
   # On CPU: float32 (bf16 autocast is for CUDA) and a CPU-time ratio, both said in the line.
   assert (line["hf_torch_device"], line["hf_torch_compute_dtype"]) == ("cpu", "float32")
   assert line["speedup_vs_hf_torch_cpu"] > 0 and line["hf_torch_compile"] is False
@@ -191,6 +197,9 @@ def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp
     assert line["median_step_s"] > 0 and line["batch"] == 8 and line["seq_len"] == 32
     assert line["speedup_vs_first"] == pytest.approx(
       results["default"]["median_step_s"] / line["median_step_s"], rel=0.02
+    )
+    assert line["in_flight_speedup_vs_first"] == pytest.approx(
+      results["default"]["in_flight_step_s"] / line["in_flight_step_s"], rel=0.02
     )
   assert results["no_dropout"]["overrides"] == {
     "model.hidden_dropout_rate": "0",

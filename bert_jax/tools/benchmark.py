@@ -20,19 +20,20 @@ wraps it in ``torch.compile``; see `hf_torch_baseline`), on CUDA when torch sees
 ``median_step_cpu_s`` (and ``speedup_vs_hf_flax_cpu``) are the same for the process's CPU time
 (all threads, user + system) per step, which other jobs on a shared machine inflate far less
 than the wall time; a baseline on a GPU gets no CPU-time ratio (its host only waits).
+Each implementation is timed twice (`step_timing`): each step waited for (``median_step_s``),
+and steps kept in flight as the trainer runs them (``in_flight_step_s``, with
+``in_flight_speedup_vs_<baseline>``), where the host's dispatch overlaps the device's work.
 """
 
 import json
 import os
-import statistics
-import time
 
 from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
+from bert_jax.tools import cli, step_timing
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps per implementation (after warmup).")
@@ -52,18 +53,8 @@ _PROFILE_DIR = flags.DEFINE_string(
 _PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 3, "--profile_dir: steps traced.")
 
 
-def _timed(run_one, steps):
-  """[(wall seconds, process CPU seconds)] of ``steps`` calls."""
-  times = []
-  for _ in range(steps):
-    start, start_cpu = time.perf_counter(), time.process_time()
-    run_one()
-    times.append((time.perf_counter() - start, time.process_time() - start_cpu))
-  return times
-
-
 def _hf_flax_runner(settings, training, host_batch):
-  """One update of Hugging Face's Flax model (`Family.hf_baseline`), run to completion."""
+  """A `step_timing.Runner` of Hugging Face's Flax model (`Family.hf_baseline`)."""
   import jax  # pylint: disable=g-import-not-at-top
 
   from bert_jax.models import families  # pylint: disable=g-import-not-at-top
@@ -72,12 +63,12 @@ def _hf_flax_runner(settings, training, host_batch):
   hf_step, hf_state = baseline(settings.model, training.optimizer)
   holder = {"state": hf_state}
 
-  def hf():
+  def dispatch():
     params, opt_state, loss = hf_step(*holder["state"], host_batch, jax.random.key(1))
     holder["state"] = (params, opt_state)
-    jax.block_until_ready(loss)
+    return loss
 
-  return hf
+  return step_timing.Runner(dispatch, jax.block_until_ready)
 
 
 def main(argv):
@@ -125,12 +116,7 @@ def main(argv):
     training = setup.build_training(settings, mesh)
     inputs = setup.random_step_inputs(training, mesh, batch_size)
     state, host_batch, batch, rng = inputs.state, inputs.host_batch, inputs.batch, inputs.rng
-    holder = {"state": state}
-
-    def ours():
-      holder["state"], metrics = training.train_step(holder["state"], batch, rng)
-      jax.block_until_ready(metrics)
-
+    ours = step_timing.jax_runner(training.train_step, state, batch, rng)
     runners, extra = {"bert_jax": ours}, {}
     if _BASELINE.value == "hf_flax":
       runners["hf_flax"] = _hf_flax_runner(settings, training, host_batch)
@@ -138,7 +124,7 @@ def main(argv):
       torch_baseline = hf_torch_baseline.train_step(
         settings.model, settings.optimizer, host_batch, compile_model=_TORCH_COMPILE.value
       )
-      runners["hf_torch"] = torch_baseline.step
+      runners["hf_torch"] = torch_baseline.runner
       extra = {
         "hf_torch_device": torch_baseline.device,
         "hf_torch_compute_dtype": torch_baseline.compute_dtype,
@@ -146,24 +132,17 @@ def main(argv):
         "hf_torch_params": torch_baseline.params,
         "hf_torch_versions": torch_baseline.versions,
       }
-    for run_one in runners.values():  # Compile and warm up.
-      run_one()
-      run_one()
-    times = {name: [] for name in runners}
-    per_round = max(_STEPS.value // _ROUNDS.value, 1)
-    for _ in range(_ROUNDS.value):
-      for name, run_one in runners.items():
-        times[name] += _timed(run_one, per_round)
+    timings = step_timing.alternate(runners, _STEPS.value, _ROUNDS.value)  # Compiles first.
     if _PROFILE_DIR.value:  # After the timing, so tracing costs it nothing.
-      trace_ops.trace_steps(ours, _PROFILE_STEPS.value, _PROFILE_DIR.value)
+      trace_ops.trace_steps(ours.run_one, _PROFILE_STEPS.value, _PROFILE_DIR.value)
 
   seq_len = settings.data.max_seq_length
   step_flops = flops.train_flops_per_step(
     settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
   )
   peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
-  median = statistics.median(wall for wall, _ in times["bert_jax"])
-  median_cpu = statistics.median(cpu for _, cpu in times["bert_jax"])
+  ours_timed = timings["bert_jax"]
+  median, in_flight = ours_timed.waited_median_s, ours_timed.in_flight_median_s
   result = {
     "config": _CONFIG.value.model.size,
     "task": settings.trainer.task,  # distillation: the step includes the teacher's forward.
@@ -176,28 +155,33 @@ def main(argv):
     "device_kind": jax.devices()[0].device_kind,
     "params": sum(x.size for x in jax.tree.leaves(state.params)),
     "median_step_s": round(median, 4),
-    "median_step_cpu_s": round(median_cpu, 4),
+    "median_step_cpu_s": round(ours_timed.waited_median_cpu_s, 4),
     "tokens_per_s": round(batch_size * seq_len / median, 1),
     "mfu": round(step_flops / median / peak, 4),
+    "in_flight_step_s": round(in_flight, 4),
+    "in_flight_tokens_per_s": round(batch_size * seq_len / in_flight, 1),
+    "in_flight_mfu": round(step_flops / in_flight / peak, 4),
     "peak_flops": peak,
-    "steps_timed": len(times["bert_jax"]),
+    "steps_timed": len(ours_timed.waited),
   }
   result.update(extra)
-  for name in set(times) - {"bert_jax"}:
-    hf_median = statistics.median(wall for wall, _ in times[name])
+  for name in set(timings) - {"bert_jax"}:
+    hf_median, hf_in_flight = timings[name].waited_median_s, timings[name].in_flight_median_s
     result.update(
       {
         f"{name}_median_step_s": round(hf_median, 4),
         f"{name}_tokens_per_s": round(batch_size * seq_len / hf_median, 1),
         f"speedup_vs_{name}": round(hf_median / median, 3),
+        f"{name}_in_flight_step_s": round(hf_in_flight, 4),
+        f"in_flight_speedup_vs_{name}": round(hf_in_flight / in_flight, 3),
       }
     )
     if extra.get("hf_torch_device", "cpu") == "cpu":  # A GPU baseline's host CPU only waits.
-      hf_median_cpu = statistics.median(cpu for _, cpu in times[name])
+      hf_median_cpu = timings[name].waited_median_cpu_s
       result.update(
         {
           f"{name}_median_step_cpu_s": round(hf_median_cpu, 4),
-          f"speedup_vs_{name}_cpu": round(hf_median_cpu / median_cpu, 3),
+          f"speedup_vs_{name}_cpu": round(hf_median_cpu / ours_timed.waited_median_cpu_s, 3),
         }
       )
   print(json.dumps(result), flush=True)

@@ -14,7 +14,8 @@ override (``model.attention_kind=dense``), ``prng=IMPL`` (the dropout key's impl
 ``threefry2x32``, ``rbg`` or ``unsafe_rbg``) or ``xla.OPTION=VALUE`` (an XLA compiler option for
 this variant's compile). Prints one JSON line per variant: median step, MFU, compile seconds and
 the ratio to the first variant (and to ``--baseline=hf_torch``, Hugging Face's PyTorch BERT, when
-asked). ``--profile_dir`` traces a few steps of each variant into ``<dir>/<name>`` and prints its
+asked), each step waited for and, as ``in_flight_*``, with steps kept in flight as the trainer
+runs them (`step_timing`). ``--profile_dir`` traces a few steps of each variant into ``<dir>/<name>`` and prints its
 top HLO ops (`tools/profile_table`); ``--hlo_dir`` writes each compiled step's HLO text.
 """
 
@@ -23,7 +24,6 @@ import gzip
 import json
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -32,7 +32,7 @@ from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
+from bert_jax.tools import cli, step_timing
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _VARIANTS = flags.DEFINE_multi_string(
@@ -144,16 +144,10 @@ class _Built:
   compile_s: float = 0.0
 
   def runner(self):
-    """One update of this variant, run to completion; the state carries over between calls."""
-    import jax  # pylint: disable=g-import-not-at-top
-
-    holder = {"state": self.inputs.state}
-
-    def run_one():
-      holder["state"], metrics = self.compiled(holder["state"], self.inputs.batch, self.inputs.rng)
-      jax.block_until_ready(metrics)
-
-    return run_one
+    """A `step_timing.Runner` of this variant's update; the state carries over between calls."""
+    return step_timing.jax_runner(
+      self.compiled, self.inputs.state, self.inputs.batch, self.inputs.rng
+    )
 
 
 def _build(variants, all_settings, mesh):
@@ -195,23 +189,7 @@ def _compile(built, budget_s):
   return [item for item in built if item.compiled is not None]
 
 
-def _median_times(runners, steps, rounds):
-  """Median wall seconds per call of each runner, after two warm-up calls each; the timed
-  calls alternate between runners in ``rounds`` rounds."""
-  for run_one in runners.values():
-    run_one()
-    run_one()
-  times = {name: [] for name in runners}
-  for _ in range(rounds):
-    for name, run_one in runners.items():
-      for _ in range(max(steps // rounds, 1)):
-        start = time.perf_counter()
-        run_one()
-        times[name].append(time.perf_counter() - start)
-  return {name: statistics.median(values) for name, values in times.items()}
-
-
-def _result(item, medians, first_name, device_kind):
+def _result(item, timings, first_name, device_kind):
   """The JSON line of one variant."""
   from bert_jax.train import flops  # pylint: disable=g-import-not-at-top
 
@@ -221,7 +199,8 @@ def _result(item, medians, first_name, device_kind):
     settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
   )
   peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
-  median = medians[item.variant.name]
+  timed, first = timings[item.variant.name], timings[first_name]
+  median, in_flight = timed.waited_median_s, timed.in_flight_median_s
   result = {
     "variant": item.variant.name,
     "overrides": item.variant.overrides,
@@ -233,12 +212,18 @@ def _result(item, medians, first_name, device_kind):
     "median_step_s": round(median, 5),
     "tokens_per_s": round(batch_size * seq_len / median, 1),
     "mfu": round(step_flops / median / peak, 4),
+    "in_flight_step_s": round(in_flight, 5),
+    "in_flight_mfu": round(step_flops / in_flight / peak, 4),
     "compile_s": round(item.compile_s, 1),
-    "speedup_vs_first": round(medians[first_name] / median, 3),
+    "speedup_vs_first": round(first.waited_median_s / median, 3),
+    "in_flight_speedup_vs_first": round(first.in_flight_median_s / in_flight, 3),
   }
-  if "hf_torch" in medians:
-    result["hf_torch_median_step_s"] = round(medians["hf_torch"], 5)
-    result["speedup_vs_hf_torch"] = round(medians["hf_torch"] / median, 3)
+  if "hf_torch" in timings:
+    hf = timings["hf_torch"]
+    result["hf_torch_median_step_s"] = round(hf.waited_median_s, 5)
+    result["speedup_vs_hf_torch"] = round(hf.waited_median_s / median, 3)
+    result["hf_torch_in_flight_step_s"] = round(hf.in_flight_median_s, 5)
+    result["in_flight_speedup_vs_hf_torch"] = round(hf.in_flight_median_s / in_flight, 3)
   return result
 
 
@@ -284,16 +269,16 @@ def main(argv):
         first.optimizer,
         built[0].inputs.host_batch,
         compile_model=False,
-      ).step
-    medians = _median_times(runners, _STEPS.value, _ROUNDS.value)
+      ).runner
+    timings = step_timing.alternate(runners, _STEPS.value, _ROUNDS.value)
     for item in built:
-      result = _result(item, medians, built[0].variant.name, jax.devices()[0].device_kind)
+      result = _result(item, timings, built[0].variant.name, jax.devices()[0].device_kind)
       print(json.dumps(result), flush=True)
     if _PROFILE_DIR.value:
       _progress("profiling")
       for item in built:
         trace = trace_ops.trace_steps(
-          runners[item.variant.name],
+          runners[item.variant.name].run_one,
           _PROFILE_STEPS.value,
           pathlib.Path(_PROFILE_DIR.value) / item.variant.name,
         )

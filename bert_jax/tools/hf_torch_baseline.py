@@ -17,12 +17,12 @@ Works with transformers 4.57 and 5.x.
 
 import dataclasses
 import os
-from collections.abc import Callable
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import hf_baseline
+from bert_jax.tools import step_timing
 from bert_jax.train.optimizer import OptimizerConfig
 
 
@@ -31,18 +31,24 @@ class TorchBaseline:
   """One update of the PyTorch model, and what it ran as.
 
   Attributes:
-    step: runs one update to completion (the device synchronised) and returns the loss tensor.
+    runner: dispatches one update (a handle of its loss and, on CUDA, an event recorded after
+      the optimizer's step, which ``wait`` synchronises on).
     params: parameters of the model (the tied decoder counted once).
     device: ``cpu``, or the name of the GPU it ran on.
     compute_dtype: ``bfloat16 autocast`` or ``float32``.
     versions: torch and transformers versions.
   """
 
-  step: Callable[[], object]
+  runner: step_timing.Runner
   params: int
   device: str
   compute_dtype: str
   versions: str
+
+  def step(self):
+    """Runs one update to completion and returns its loss tensor."""
+    loss, _ = self.runner.run_one()
+    return loss
 
 
 def import_torch():
@@ -144,7 +150,7 @@ def train_step(
   nsp_labels_B = batch["next_sentence_labels"].long()
   cross_entropy = torch.nn.functional.cross_entropy
 
-  def step():
+  def dispatch():
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
       outputs = forward(
@@ -161,12 +167,18 @@ def train_step(
     if optimizer_config.max_grad_norm > 0:
       torch.nn.utils.clip_grad_norm_(params, optimizer_config.max_grad_norm)
     optimizer.step()
-    if cuda:
-      torch.cuda.synchronize()  # The timer reads after the device has finished.
-    return loss.detach()
+    done = torch.cuda.Event() if cuda else None
+    if done is not None:
+      done.record()
+    return loss.detach(), done
+
+  def wait(handle):
+    _, done = handle
+    if done is not None:
+      done.synchronize()  # This update's kernels, not those of one dispatched after it.
 
   return TorchBaseline(
-    step=step,
+    runner=step_timing.Runner(dispatch, wait),
     params=num_params,
     device=torch.cuda.get_device_name() if cuda else "cpu",
     compute_dtype="bfloat16 autocast" if autocast else "float32",

@@ -1,0 +1,129 @@
+"""How the benchmarks time a train step: each step waited for, and steps kept in flight.
+
+A `Runner` starts one update and returns a handle to wait on. Two timings come of it:
+
+- **waited**: from a step's dispatch to its completion, the device idle until the next one is
+  dispatched (issue 20's table was measured this way). It includes the host's dispatch: on an
+  H200, about 5.4 ms of a BERT-base step's 52.8 ms went to jax preparing the call and launching
+  its CUDA graph while the GPU waited (stop 30's trace).
+- **in flight**: the trainer's way. `train/loop.py` dispatches step N + 1 before it reads step
+  N's metrics, so the host prepares the next step while the device runs this one. The time is
+  the interval between successive steps' completions with the next step already queued.
+
+Both baselines and bert_jax are timed both ways, alternating between implementations in rounds
+so that all see the same machine.
+"""
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+  """One implementation's update.
+
+  Attributes:
+    dispatch: starts one update (asynchronously where the framework allows) and returns a handle.
+    wait: blocks until the update of a handle has finished on the device.
+  """
+
+  dispatch: Callable[[], object]
+  wait: Callable[[object], None]
+
+  def run_one(self):
+    """One update, run to completion; returns its handle."""
+    handle = self.dispatch()
+    self.wait(handle)
+    return handle
+
+
+def jax_runner(step, state, *args) -> Runner:
+  """A `Runner` of ``state, metrics = step(state, *args)``; the state carries over."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  holder = {"state": state}
+
+  def dispatch():
+    holder["state"], metrics = step(holder["state"], *args)
+    return metrics
+
+  return Runner(dispatch, jax.block_until_ready)
+
+
+def waited_times(runner: Runner, steps: int) -> list[tuple[float, float]]:
+  """[(wall seconds, process CPU seconds)] of ``steps`` updates, each run to completion."""
+  times = []
+  for _ in range(steps):
+    start, start_cpu = time.perf_counter(), time.process_time()
+    runner.run_one()
+    times.append((time.perf_counter() - start, time.process_time() - start_cpu))
+  return times
+
+
+def in_flight_intervals(runner: Runner, steps: int) -> list[float]:
+  """Wall seconds between the completions of successive updates, each dispatched before the
+  previous one is waited for (as `train/loop.py` runs them): ``steps`` intervals.
+
+  A completion is read after the next update was dispatched, never after the last one: a
+  synchronous framework (a CPU) runs an update inside its dispatch, so each interval then
+  holds one whole update too.
+  """
+  pending = runner.dispatch()
+  completions = []
+  for _ in range(steps + 1):
+    following = runner.dispatch()
+    runner.wait(pending)
+    completions.append(time.perf_counter())
+    pending = following
+  runner.wait(pending)
+  return [later - earlier for earlier, later in zip(completions, completions[1:])]
+
+
+@dataclasses.dataclass
+class Timings:
+  """One implementation's timed updates.
+
+  Attributes:
+    waited: (wall, CPU) seconds of updates each run to completion.
+    in_flight: wall seconds between completions of updates kept in flight.
+  """
+
+  waited: list = dataclasses.field(default_factory=list)
+  in_flight: list = dataclasses.field(default_factory=list)
+
+  @property
+  def waited_median_s(self) -> float:
+    return statistics.median(wall for wall, _ in self.waited)
+
+  @property
+  def waited_median_cpu_s(self) -> float:
+    return statistics.median(cpu for _, cpu in self.waited)
+
+  @property
+  def in_flight_median_s(self) -> float:
+    return statistics.median(self.in_flight)
+
+
+def alternate(runners: dict, steps: int, rounds: int) -> dict:
+  """Times each runner both ways after two warm-up updates each.
+
+  Args:
+    runners: name -> `Runner`.
+    steps: updates per runner and way, split over the rounds.
+    rounds: rounds; in each, every runner in turn runs its share waited, then in flight.
+
+  Returns:
+    name -> `Timings`.
+  """
+  for runner in runners.values():
+    runner.run_one()
+    runner.run_one()
+  per_round = max(steps // rounds, 1)
+  timings = {name: Timings() for name in runners}
+  for _ in range(rounds):
+    for name, runner in runners.items():
+      timings[name].waited += waited_times(runner, per_round)
+      timings[name].in_flight += in_flight_intervals(runner, per_round)
+  return timings
