@@ -57,3 +57,26 @@ def test_ops_are_grouped_by_their_source_with_layer_numbers_folded():
     {"op": "copy", "ms": 0.05, "share": 0.0769, "instructions": 1},
   ]
   assert compiled_ops.op_groups(_HLO, clock_hz=1e6, top=1) == rows[:1]
+
+
+_GPU_HLO = """\
+ENTRY %main.3 (x: bf16[64,32], w: f32[32,16], bias: bf16[16]) -> bf16[64,16] {
+  %x = bf16[64,32]{1,0} parameter(0)
+  %w = f32[32,16]{1,0} parameter(1)
+  %bias = bf16[16]{0} parameter(2)
+  %wrapped_convert.1 = bf16[32,16]{1,0} fusion(%w), kind=kLoop, calls=%wrapped_convert_computation
+  %cublas-lt-matmul.2 = (bf16[64,16]{1,0}, s8[4194304]{0}) custom-call(%x, %wrapped_convert.1, \
+%bias), custom_call_target="__cublas$lt$matmul", backend_config={"gemm_backend_config":\
+{"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],\
+"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"epilogue":"BIAS"}}
+  ROOT %get-tuple-element.3 = bf16[64,16]{1,0} get-tuple-element(%cublas-lt-matmul.2), index=0
+}
+""".replace("\\\n", "")
+
+
+def test_cublas_gemms_are_counted_from_their_shapes():
+  flops, bytes_accessed = compiled_ops.cublas_gemm_cost(_GPU_HLO)
+  assert flops == 2 * 64 * 16 * 32  # Output elements x the contracted size, twice.
+  # x, the converted weights, the bias and the product (not the workspace), in bf16.
+  assert bytes_accessed == 2 * (64 * 32 + 32 * 16 + 16 + 64 * 16)
+  assert compiled_ops.cublas_gemm_cost(_HLO) == (0, 0)  # A TPU program has none.

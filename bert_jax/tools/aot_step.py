@@ -104,7 +104,7 @@ def _cost_analysis(compiled) -> dict:
 
   A GPU program compiled without a GPU has none (its executable cannot analyse itself);
   XLA's analysis of its optimized HLO is then run by the host's CPU client, which counts
-  the GPU program's own instructions.
+  the GPU program's own instructions, its cuBLAS GEMM calls as `compiled_ops` reads them.
   """
   analysis = compiled.cost_analysis()
   if isinstance(analysis, (list, tuple)):
@@ -115,7 +115,11 @@ def _cost_analysis(compiled) -> dict:
   from jax._src.lib import _jax  # pylint: disable=g-import-not-at-top
 
   module = compiled.runtime_executable().hlo_modules()[0]
-  return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+  analysis = dict(_jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module))
+  gemm_flops, gemm_bytes = compiled_ops.cublas_gemm_cost(compiled.as_text())
+  analysis["flops"] = analysis.get("flops", 0.0) + gemm_flops
+  analysis["bytes accessed"] = analysis.get("bytes accessed", 0.0) + gemm_bytes
+  return analysis
 
 
 def cost(compiled) -> dict:

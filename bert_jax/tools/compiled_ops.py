@@ -54,6 +54,51 @@ def kernel_cost_estimates(hlo_text: str) -> tuple:
   return flops, bytes_accessed
 
 
+_DEFINITION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = \(?(\w+)\[([\d,]*)\]")
+_CUBLAS_CALL = re.compile(r'custom-call\(([^)]*)\), custom_call_target="__cublas\$')
+_LHS_CONTRACTING = re.compile(r'"lhs_contracting_dimensions":\[([^\]]*)\]')
+_BYTES_PER_ELEMENT = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2}
+_BYTES_PER_ELEMENT.update({"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8})
+
+
+def cublas_gemm_cost(hlo_text: str) -> tuple:
+  """(FLOPs, bytes) of a GPU program's cuBLAS GEMM calls: 2 x output elements x contracted size
+  each, and its operands read and result written once.
+
+  XLA's cost analysis counts them on a GPU (its GPU analysis knows the calls); run by a CPU
+  client on a GPU program compiled without a GPU (`aot_step`), it sees opaque custom calls.
+  """
+  shapes = {}  # Instruction name -> (element type, dimensions) of its (first) array.
+  for line in hlo_text.splitlines():
+    definition = _DEFINITION.match(line)
+    if definition:
+      dims = tuple(int(d) for d in definition.group(3).split(",") if d)
+      shapes[definition.group(1)] = (definition.group(2), dims)
+
+  def size(shape):
+    count = 1
+    for dim in shape[1]:
+      count *= dim
+    return count
+
+  flops = bytes_accessed = 0
+  for line in hlo_text.splitlines():
+    call = _CUBLAS_CALL.search(line)
+    definition = _DEFINITION.match(line)
+    if not call or not definition:
+      continue
+    result = shapes[definition.group(1)]  # The product; the call's workspace is not counted.
+    operands = [shapes[name.strip().lstrip("%")] for name in call.group(1).split(",")]
+    contracting = _LHS_CONTRACTING.search(line).group(1)
+    contracted = 1
+    for dim in contracting.replace('"', "").split(","):
+      contracted *= operands[0][1][int(dim)] if dim else 1
+    flops += 2 * size(result) * contracted
+    for shape in (*operands, result):
+      bytes_accessed += size(shape) * _BYTES_PER_ELEMENT.get(shape[0], 4)
+  return flops, bytes_accessed
+
+
 def kernel_count(hlo_text: str) -> int:
   """Instructions of the entry computation that launch device code: fusions and custom calls
   (a GEMM library call, a Pallas kernel). Ops XLA left unfused (a copy, a convert) and

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.parallel import sharding
+from bert_jax.train import compiler_options
 from bert_jax.train.state import TrainState
 
 # Folded into the step key for the "sampling" stream (ELECTRA's generator samples); a constant
@@ -162,7 +163,8 @@ def predict_step(params, batch, rng, *, task):
 def jit_train_step(
   task, optimizer, schedule, accumulation_steps, mesh, state_shardings, batch_example
 ):
-  """`train_step` jitted with explicit in/out shardings and the state donated."""
+  """`train_step` jitted with explicit in/out shardings, the state donated, and the platform's
+  XLA options (`compiler_options`)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
   step = functools.partial(
     train_step,
@@ -176,6 +178,7 @@ def jit_train_step(
     in_shardings=(state_shardings, batch_shardings, sharding.replicated(mesh)),
     out_shardings=(state_shardings, sharding.replicated(mesh)),
     donate_argnums=0,
+    compiler_options=compiler_options.train_step(mesh.devices.flat[0].platform),
   )
 
 

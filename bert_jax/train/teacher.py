@@ -32,6 +32,7 @@ from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import sharding
 from bert_jax.tasks.distillation import no_checkpoint_error
+from bert_jax.train import compiler_options
 
 # A teacher needs the parameters of its encoder and its masked-LM head; other heads of its
 # pretraining model (NSP) are not used and may be absent (converted *ForMaskedLM models).
@@ -265,6 +266,7 @@ def steps_with_teacher(training, teacher_shardings, mesh, batch_size: int):
     in_shardings=(training.state_shardings, batch_shardings, teacher_shardings, replicated),
     out_shardings=(training.state_shardings, replicated),
     donate_argnums=0,
+    compiler_options=compiler_options.train_step(mesh.devices.flat[0].platform),
   )
   eval_step = jax.jit(
     lambda params, batch, teacher_params, rng: training.eval_step(
