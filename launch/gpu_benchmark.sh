@@ -4,15 +4,17 @@
 # BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (issue 20's table).
 # The runs attention and attention512 (not run unless named) time BERT-base with the dense
 # attention kernel against the flash one side by side (tools/benchmark_variants), at 256 x 128
-# and at 64 x 512, attention dropout 0.1 in both; large_unrolled times BERT-large as configured
-# (scanned layers, for compile time on pods) against unrolled ones, which one GPU has the
-# memory for.
+# and at 64 x 512, attention dropout 0.1 in both; gemms times BERT-base as the GPU step compiles
+# (cuBLAS for every matrix product, train/compiler_options.py) against XLA's Triton GEMMs;
+# large_unrolled times BERT-large as configured (scanned layers, for compile time on pods)
+# against unrolled ones, which one GPU has the memory for. Every line has each step waited for
+# (median_step_s) and steps kept in flight as the trainer runs them (in_flight_step_s).
 # Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
 # cut short keeps the lines before it) and writes its stderr to OUT_DIR/<run>.log. The checkout
 # is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
 #
 #   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
-#                           [--runs=base,base_compile,large,attention,attention512,...]
+#                           [--runs=base,base_compile,large,attention,attention512,gemms,...]
 #                           [--wheels=DIR] [--profile]
 #                           [--gpu_tests] [--config.KEY=VALUE ...] [--dry-run]
 #
@@ -20,8 +22,8 @@
 #   --python   the interpreter with jax (CUDA), flax, optax, orbax, torch, transformers
 #   --steps    timed steps of each implementation (after two warm-up steps)
 #   --rounds   alternating rounds the steps are split into
-#   --runs     which of base, base_compile, large, attention, attention512, large_unrolled to
-#              run, in this order
+#   --runs     which of base, base_compile, large, attention, attention512, gemms,
+#              large_unrolled to run, in this order
 #   --wheels   a folder of wheels to install first into a temporary folder (--no-index), for
 #              packages the host lacks; ml_collections is the one bert_jax needs that GPU
 #              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
@@ -31,8 +33,8 @@
 #   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py and
 #              tests/test_flash_attention.py: the cudnn and flash attention kinds against the
 #              dense one, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt, then
-#              time one layer's attention kernels (tools/benchmark_gpu_attention) into
-#              OUT_DIR/gpu_attention.jsonl
+#              time one layer's attention kernels (tools/benchmark_gpu_attention), the packed
+#              flash kernels under other Triton launches too, into OUT_DIR/gpu_attention.jsonl
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -69,9 +71,9 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds='$rounds': a number >= 1"
 IFS=, read -r -a selected <<< "$runs"
 for run_name in "${selected[@]}"; do
-  [[ " base base_compile large attention attention512 large_unrolled " == *" $run_name "* ]] ||
+  [[ " base base_compile large attention attention512 gemms large_unrolled " == *" $run_name "* ]] ||
     die "bad --runs='$runs': a comma-separated list of base, base_compile, large, attention," \
-      "attention512, large_unrolled"
+      "attention512, gemms, large_unrolled"
 done
 [[ -z $wheels || -d $wheels ]] || die "bad --wheels='$wheels': not a folder"
 
@@ -98,6 +100,11 @@ run_args() {
       TOOL=bert_jax.tools.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=64
         --config.data.max_seq_length=512 --config.data.max_predictions_per_seq=80 "${kinds[@]}")
+      ;;
+    gemms)
+      TOOL=bert_jax.tools.benchmark_variants
+      ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${timing[@]}"
+        --variant=default "--variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true")
       ;;
     large_unrolled)
       TOOL=bert_jax.tools.benchmark_variants
@@ -137,8 +144,12 @@ if ((gpu_tests)); then
   fi
   # One layer's attention kernels timed side by side. Command buffers off: cuDNN's dropout
   # aborts the process inside them (JAX 0.11.2).
+  # The flash launches: other warps, stages and blocks than flash.default_launch's
+  # (128/8/64/4/2 at BERT-base's head_dim 64) for the forward and the backward kernels.
   kernels=(env "XLA_FLAGS=--xla_gpu_enable_command_buffer=" "$python" -m
-    bert_jax.tools.benchmark_gpu_attention)
+    bert_jax.tools.benchmark_gpu_attention --flash_launch=128/4/64/4/2
+    --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2
+    --flash_launch=128/8/32/4/2)
   if ((DRY_RUN)); then
     echo "$(command_line "${kernels[@]}") > $(quote_word "$out/gpu_attention.jsonl")"
   else

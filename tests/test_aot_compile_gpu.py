@@ -2,7 +2,6 @@
 target config; no GPU or driver): the real train step's memory, FLOPs and kernels, data
 parallelism over 8 GPUs, and refusals."""
 
-
 import pytest
 
 from bert_jax.errors import UserInputError

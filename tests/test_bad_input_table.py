@@ -210,6 +210,7 @@ CASES = [
   ("benchmark_data_not_int", _tool(benchmark_data.main), lambda p: ["--batch_size=abc"], "invalid int value: 'abc'"),
   ("benchmark_attention_not_int", _tool(lambda argv: cli.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
   ("gpu_attention_points", _tool(lambda argv: cli.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
+  ("gpu_attention_flash_launch", _tool(lambda argv: cli.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
   ("aot_compile_unknown_flag", _with_name(aot_compile.main), lambda p: ["--topolgy=v4-8"], "topolgy"),
   ("export_task_unknown_flag", _with_name(export_task.main), lambda p: ["--wrokdir=/tmp/x"], "wrokdir"),
   ("corpus_unknown_flag", _tool(build_default_corpus.main), lambda p: ["--sourse=x"], "unrecognized arguments: --sourse=x"),

@@ -255,7 +255,7 @@ def test_aot_compile_runs_without_tensorflow():
 def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys):
   status = cli.run_absl(
     benchmark_gpu_attention.main,
-    ["benchmark_gpu_attention", "--points=2x64", "--timed_repeats=1"],
+    ["benchmark_gpu_attention", "--points=2x64", "--timed_repeats=1", "--flash_launch=32/4/16/2/1"],
   )
   assert status == 0
   lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
@@ -271,6 +271,8 @@ def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys
     "cudnn_mask",
     "cudnn_lengths",
     "cudnn_lengths_dropout",
+    "bert_jax_flash_packed_dropout",
+    "bert_jax_flash_packed_dropout[32/4/16/2/1]",
   ]
   for name, line in timed.items():
     assert (line["batch"], line["seq"]) == (2, 64)

@@ -138,6 +138,29 @@ def test_packed_operands_give_the_same_outputs_and_gradients():
     flash.flash_attention_packed(jnp.zeros((1, 32, 2, 1, 16)), jnp.ones((1, 32), jnp.int32))
 
 
+def test_another_launch_gives_the_same_attention():
+  """Blocks of 32 forward and 16 backward (and other warps, which interpret mode ignores):
+  the same outputs and gradients up to float32 summation order."""
+  qkv, d_out = _inputs(seed=7)
+  segment_ids_BL, rng = _segment_ids(), jax.random.key(8)
+  want = _flash_out_and_grads(*qkv, segment_ids_BL, d_out, rng, RATE)
+
+  @jax.jit
+  def with_launch(query, key, value):
+    def attend(*qkv):
+      return flash.flash_attention(
+        *qkv, segment_ids_BL, dropout_rate=RATE, dropout_rng=rng,
+        launch=flash.TritonLaunch(32, 2, 16, 8, 3),
+      )  # fmt: skip
+
+    out, vjp = jax.vjp(attend, query, key, value)
+    return out, vjp(d_out)
+
+  got = with_launch(*qkv)
+  errors = [_max_error(g, w) for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want))]
+  assert max(errors) < 3e-5, errors  # Gradients of order 10: float32 rounding.
+
+
 def test_the_backward_drops_what_the_forward_dropped():
   """out is linear in value through the dropped probabilities: <out, d_out> = <value, d_value>
   for one mask; a backward drawing another mask breaks it."""
@@ -248,6 +271,19 @@ def test_bad_input_is_refused():
     flash.flash_attention(*[jnp.zeros((1, 40, 1, 16))] * 3, jnp.ones((1, 40), jnp.int32))
   with pytest.raises(UserInputError, match="head_dim 16, 32, 64, 128, 256, got head_dim=24"):
     flash.flash_attention(*[jnp.zeros((1, 32, 1, 24))] * 3, jnp.ones((1, 32), jnp.int32))
+  zeros = [jnp.zeros((1, 64, 1, 16))] * 3
+  with pytest.raises(ValueError, match="block 24 must be a power of two >= 16 that divides"):
+    flash.flash_attention(
+      *zeros, jnp.ones((1, 64), jnp.int32), launch=flash.TritonLaunch(24, 4, 16, 4)
+    )
+  with pytest.raises(ValueError, match="takes block or launch, not both"):
+    flash.flash_attention(
+      *zeros, jnp.ones((1, 64), jnp.int32), block=16, launch=flash.TritonLaunch(16, 4, 16, 4)
+    )
+  assert str(flash.TritonLaunch.parse("128/8/64/4/2")) == "128/8/64/4/2"
+  assert flash.default_launch(128, 64) == flash.TritonLaunch(128, 8, 64, 4, 2)
+  with pytest.raises(UserInputError, match="write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/"):
+    flash.TritonLaunch.parse("128/8/64/x/2")
   with pytest.raises(UserInputError, match="got head_dim=24; change model.num_heads or use"):
     ModelConfig(attention_kind="flash", hidden_size=96, num_heads=4)
   # Unlike the other fused kinds, flash has attention dropout, in float32 or bf16.

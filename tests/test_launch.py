@@ -471,7 +471,9 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   )
   kernels = (
     "env XLA_FLAGS=--xla_gpu_enable_command_buffer= python3 -m"
-    " bert_jax.tools.benchmark_gpu_attention > /tmp/gpu/gpu_attention.jsonl"
+    " bert_jax.tools.benchmark_gpu_attention --flash_launch=128/4/64/4/2"
+    " --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2"
+    " --flash_launch=128/8/32/4/2 > /tmp/gpu/gpu_attention.jsonl"
   )
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--gpu_tests") == [
     tests,
@@ -489,6 +491,12 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   )
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=attention512", "--profile") == [
     f"{variants} --profile_dir=/tmp/gpu/trace_attention512 --profile_steps=3 {out}"
+  ]
+  # The GPU step's cuBLAS GEMMs against XLA's Triton ones.
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=gemms") == [
+    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
+    f" --variant=default --variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true {out}"
   ]
 
 

@@ -10,8 +10,10 @@ forward dropped? The output is linear in the values through the dropped probabil
 1.800, so no). Then, for each ``BATCHxSEQ``
 point (12 heads of 64, bf16), the median time of forward + backward of: bert_jax's dense
 attention and its flash kernels (Triton on a GPU), each with and without dropout 0.1, XLA's
-`jax.nn.dot_product_attention`, and cuDNN's with a boolean mask, with sequence lengths, and with
-sequence lengths and dropout 0.1. Where cuDNN is
+`jax.nn.dot_product_attention`, cuDNN's with a boolean mask, with sequence lengths, and with
+sequence lengths and dropout 0.1, and the flash kernels as the model runs them on a GPU (reading
+a packed query/key/value array and its bias in place) with dropout, launched by default and,
+for tuning, as each ``--flash_launch`` says. Where cuDNN is
 missing (a CPU host) its lines carry the ``error`` instead, so the tool runs anywhere.
 """
 
@@ -25,6 +27,12 @@ from bert_jax.errors import UserInputError
 from bert_jax.tools import cli
 
 _POINTS = flags.DEFINE_list("points", ["256x128", "64x512"], "BATCHxSEQ points timed.")
+_FLASH_LAUNCH = flags.DEFINE_multi_string(
+  "flash_launch",
+  [],
+  "Also time the packed flash kernels (dropout 0.1) launched so: FORWARD_BLOCK/FORWARD_WARPS/"
+  "BACKWARD_BLOCK/BACKWARD_WARPS/STAGES, e.g. 128/4/64/8/3 (flash.TritonLaunch).",
+)
 _REPEATS = flags.DEFINE_integer(
   "timed_repeats", 10, "Timed repeats per point (after two warm-ups)."
 )
@@ -49,6 +57,9 @@ def _points():
 def main(argv):
   del argv
   points = _points()
+  from bert_jax.models.attention.flash import TritonLaunch  # pylint: disable=g-import-not-at-top
+
+  launches = [TritonLaunch.parse(text) for text in _FLASH_LAUNCH.value]
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from jax._src.cudnn import (  # pylint: disable=g-import-not-at-top
@@ -121,9 +132,11 @@ def main(argv):
   except Exception as error:  # pylint: disable=broad-except
     _emit(check="cudnn_dropout", error=str(error)[:300])
 
-  def kinds_for(segment_ids, mask, lengths):
+  def kinds_for(query, key, value, segment_ids, mask, lengths):
+    """name -> (attention function, its differentiated inputs)."""
     rng = jax.random.key(1)
-    return {
+    qkv = (query, key, value)
+    kinds = {
       "bert_jax_dense_dropout": lambda q, k, v: dense.dense_attention_vjp(
         q, k, v, segment_ids, dropout_rate=_DROPOUT, dropout_rng=rng
       ),
@@ -143,25 +156,37 @@ def main(argv):
       ),
       "cudnn_lengths_dropout": cudnn_dropout(lengths, seed=7),
     }
+    kinds = {name: (attention, qkv) for name, attention in kinds.items()}
+    # What the model runs on GPU: the packed projection and its bias, read in place.
+    packed = (jnp.stack(qkv, axis=2), jnp.zeros((3, _HEADS, _HEAD_DIM), jnp.float32))
+    for launch in (None, *launches):
+      name = "bert_jax_flash_packed_dropout" + (f"[{launch}]" if launch else "")
+      kinds[name] = (
+        lambda p, b, launch=launch: flash.flash_attention_packed(
+          p, segment_ids, bias_NHD=b, dropout_rate=_DROPOUT, dropout_rng=rng, launch=launch
+        ),
+        packed,
+      )
+    return kinds
 
   for batch, seq in points:
     query, key, value, segment_ids = inputs(batch, seq)
     mask = masks.segment_mask(segment_ids, segment_ids)
     lengths = jnp.sum(segment_ids > 0, axis=1).astype(jnp.int32)
-    kinds = kinds_for(segment_ids, mask, lengths)
-    for name, attention in kinds.items():
+    kinds = kinds_for(query, key, value, segment_ids, mask, lengths)
+    for name, (attention, args) in kinds.items():
       step = jax.jit(
         jax.grad(
-          lambda q, k, v, f=attention: f(q, k, v).astype(jnp.float32).sum(), argnums=(0, 1, 2)
+          lambda *a, f=attention: f(*a).astype(jnp.float32).sum(), argnums=tuple(range(len(args)))
         )
       )
       try:
         for _ in range(2):
-          jax.block_until_ready(step(query, key, value))
+          jax.block_until_ready(step(*args))
         times = []
         for _ in range(_REPEATS.value):
           start = time.perf_counter()
-          jax.block_until_ready(step(query, key, value))
+          jax.block_until_ready(step(*args))
           times.append(time.perf_counter() - start)
         _emit(batch=batch, seq=seq, kind=name, fwd_bwd_ms=round(1e3 * statistics.median(times), 3))
       except Exception as error:  # pylint: disable=broad-except

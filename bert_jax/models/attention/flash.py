@@ -60,22 +60,86 @@ def block_size(length: int, choices=_FORWARD_BLOCKS) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
+class TritonLaunch:
+  """How the Triton kernels are launched: the query/key block edge and Triton's warps per
+  program of the forward and of the two backward kernels, and the software-pipelining stages.
+
+  Written and parsed as ``FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES``
+  (`tools/benchmark_gpu_attention --flash_launch` times such settings side by side).
+  """
+
+  forward_block: int
+  forward_warps: int
+  backward_block: int
+  backward_warps: int
+  stages: int = 2
+
+  def __str__(self):
+    return "/".join(str(getattr(self, f.name)) for f in dataclasses.fields(self))
+
+  @classmethod
+  def parse(cls, text: str) -> "TritonLaunch":
+    """A launch from its written form.
+
+    Raises:
+      UserInputError: when ``text`` is not five positive integers joined by "/".
+    """
+    parts = text.split("/")
+    if len(parts) != 5 or not all(part.isdigit() and int(part) > 0 for part in parts):
+      raise UserInputError(
+        f"flash launch {text!r}: write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/"
+        "BACKWARD_WARPS/STAGES, e.g. 128/8/64/4/2"
+      )
+    return cls(*map(int, parts))
+
+  def check(self, length: int):
+    """Raises ValueError unless the blocks are powers of two from 16 that divide ``length``
+    and the warps powers of two."""
+    for block in (self.forward_block, self.backward_block):
+      if block < blocks.TRITON_MIN_BLOCK or block & (block - 1) or length % block:
+        raise ValueError(
+          f"flash launch {self}: block {block} must be a power of two >= 16 "
+          f"that divides the length {length}"
+        )
+    for warps in (self.forward_warps, self.backward_warps):
+      if warps & (warps - 1):
+        raise ValueError(f"flash launch {self}: {warps} warps is not a power of two")
+
+
+def default_launch(length: int, head_dim: int) -> TritonLaunch:
+  """The launch the kernels use unless told otherwise: the largest blocks that divide the
+  length (64 at most in the backward, which keeps three float32 tiles), 8 warps for tiles
+  over 64 x 64 elements, else 4, and 2 stages. Timed on an H200 only as a whole (one
+  BERT-base layer, 256 x 128, dropout 0.1: 0.78 ms forward + backward, stop 30)."""
+
+  def warps(block):
+    return 4 if block * head_dim <= 64 * 64 else 8
+
+  forward, backward = block_size(length), block_size(length, _BACKWARD_BLOCKS)
+  return TritonLaunch(forward, warps(forward), backward, warps(backward))
+
+
+@dataclasses.dataclass(frozen=True)
 class _Options:
   """Static settings of one attention call (hashable: a `jax.custom_vjp` nondiff argument)."""
 
   dropout_rate: float
-  forward_block: int
-  backward_block: int
+  launch: TritonLaunch
   interpret: bool
 
+  @property
+  def forward_block(self):
+    return self.launch.forward_block
 
-def _compiler_params(block: int, head_dim: int):
-  """Triton's launch settings for [block, head_dim] tiles (untuned: not yet timed on a GPU).
+  @property
+  def backward_block(self):
+    return self.launch.backward_block
 
-  Naming Triton's parameters is also what selects the Triton backend (not Mosaic GPU).
-  """
-  warps = 4 if block * head_dim <= 64 * 64 else 8
-  return pltriton.CompilerParams(num_warps=warps, num_stages=2)
+  def compiler_params(self, backward: bool):
+    """Triton's launch settings of the forward or the backward kernels. Naming Triton's
+    parameters is also what selects the Triton backend (not Mosaic GPU)."""
+    warps = self.launch.backward_warps if backward else self.launch.forward_warps
+    return pltriton.CompilerParams(num_warps=warps, num_stages=self.launch.stages)
 
 
 def _dot(a, b, *, trans_a=False, trans_b=False):
@@ -335,7 +399,7 @@ def _forward(options: _Options, operands: _Operands, segment_ids_BL, stream_BH):
       jax.ShapeDtypeStruct((batch, length, heads, head_dim), dtype),
       jax.ShapeDtypeStruct((batch, heads, length), jnp.float32),
     ],
-    compiler_params=_compiler_params(block, head_dim),
+    compiler_params=options.compiler_params(backward=False),
     interpret=options.interpret,
     name="flash_attention_forward",
   )(*operands.inputs, segment_ids_BL, stream_BH)
@@ -359,7 +423,7 @@ def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
   call = functools.partial(
     pl.pallas_call,
     grid=(length // block, batch, heads),
-    compiler_params=_compiler_params(block, head_dim),
+    compiler_params=options.compiler_params(backward=True),
     interpret=options.interpret,
   )
   gradient = jax.ShapeDtypeStruct((batch, length, heads, head_dim), dtype)
@@ -438,16 +502,23 @@ def _flash_packed_backward(options, residuals, d_out_BLHD):
 _flash_packed.defvjp(_flash_packed_forward, _flash_packed_backward)
 
 
-def _options(length: int, dropout_rate: float, block, interpret, platform: str) -> _Options:
-  """The Triton kernels' settings; ``block`` and ``interpret`` as `flash_attention` takes them."""
-  forward_block, backward_block = block_size(length), block_size(length, _BACKWARD_BLOCKS)
+def _options(
+  length: int, head_dim: int, dropout_rate: float, block, launch, interpret, platform: str
+) -> _Options:
+  """The Triton kernels' settings; ``block``, ``launch`` and ``interpret`` as
+  `flash_attention` takes them."""
+  if block is not None and launch is not None:
+    raise ValueError("flash_attention takes block or launch, not both")
+  if launch is None:
+    launch = default_launch(length, head_dim)
   if block is not None:
     if block not in _FORWARD_BLOCKS or length % block:
       raise ValueError(f"block={block} must be one of {_FORWARD_BLOCKS} and divide {length}")
-    forward_block = backward_block = block
+    launch = dataclasses.replace(launch, forward_block=block, backward_block=block)
+  launch.check(length)
   if interpret is None:
     interpret = platform != "gpu"
-  return _Options(dropout_rate, forward_block, backward_block, interpret)
+  return _Options(dropout_rate, launch, interpret)
 
 
 def flash_attention(
@@ -459,6 +530,7 @@ def flash_attention(
   dropout_rate=0.0,
   dropout_rng=None,
   block=None,
+  launch=None,
   interpret=None,
 ):
   """Scaled dot-product attention by the flash kernels, sharded over the current mesh.
@@ -479,6 +551,8 @@ def flash_attention(
     block: query/key block edge of every kernel (16, 32, 64 or 128, dividing the length; on
       TPU 128, 256 or 512); default: the largest of those that divides it (64 at most in the
       Triton backward).
+    launch: the Triton kernels' `TritonLaunch` (not with ``block``; not on TPU); default:
+      `default_launch`.
     interpret: run in Pallas interpret mode; default: unless compiling for a GPU or TPU.
 
   Returns:
@@ -492,6 +566,8 @@ def flash_attention(
   _check(head_dim, dropout_rate, dropout_rng)
   platform = platform_lib.current_platform()
   if platform == "tpu":
+    if launch is not None:
+      raise ValueError("launch= sets the Triton kernels' launch; on TPU give block= instead")
     # Refuse unsupported lengths before tracing the kernels.
     attend = functools.partial(
       flash_tpu.attention,
@@ -500,7 +576,8 @@ def flash_attention(
       interpret=bool(interpret),
     )
   else:
-    attend = functools.partial(_flash, _options(length, dropout_rate, block, interpret, platform))
+    options = _options(length, head_dim, dropout_rate, block, launch, interpret, platform)
+    attend = functools.partial(_flash, options)
   return per_shard.call_per_shard(
     attend,
     (
@@ -523,6 +600,7 @@ def flash_attention_packed(
   dropout_rate=0.0,
   dropout_rng=None,
   block=None,
+  launch=None,
   interpret=None,
 ):
   """`flash_attention` of the query, key and value packed in one [B, L, 3, H, D] array.
@@ -541,6 +619,7 @@ def flash_attention_packed(
     dropout_rate: as `flash_attention` takes it.
     dropout_rng: as `flash_attention` takes it.
     block: as `flash_attention` takes it.
+    launch: as `flash_attention` takes it.
     interpret: as `flash_attention` takes it.
 
   Returns:
@@ -562,10 +641,11 @@ def flash_attention_packed(
       dropout_rate=dropout_rate,
       dropout_rng=dropout_rng,
       block=block,
+      launch=launch,
       interpret=interpret,
     )
   _check(head_dim, dropout_rate, dropout_rng)
-  options = _options(length, dropout_rate, block, interpret, platform)
+  options = _options(length, head_dim, dropout_rate, block, launch, interpret, platform)
   return per_shard.call_per_shard(
     functools.partial(_flash_packed, options),
     (
