@@ -101,29 +101,29 @@ def test_outputs_and_gradients_match_dense_with_the_same_mask(rate):
 
 
 @functools.partial(jax.jit, static_argnames="rate")
-def _packed_out_and_grads(qkv_BLNHD, bias_NHD, segment_ids_BL, d_out, rng, rate):
+def _packed_out_and_grads(kvq_BLNHD, bias_NHD, segment_ids_BL, d_out, rng, rate):
   def attend(packed, bias):
     return flash.flash_attention_packed(
       packed, segment_ids_BL, bias_NHD=bias, dropout_rate=rate, dropout_rng=rng, block=BLOCK
     )
 
-  out, vjp = jax.vjp(attend, qkv_BLNHD, bias_NHD)
+  out, vjp = jax.vjp(attend, kvq_BLNHD, bias_NHD)
   return out, vjp(d_out.astype(out.dtype))
 
 
 def test_packed_operands_give_the_same_outputs_and_gradients():
-  """flash_attention_packed reads q, k, v in place from [B, L, 3, H, D], adds their bias as it
-  reads them, and returns their gradient packed the same way and the bias's summed over batch
-  and length: the same kernels and mask as on three biased arrays; under a mesh (8 devices)
-  too."""
+  """flash_attention_packed reads k, v, q in place from [B, L, 3, H, D], adds their bias as it
+  reads them, and writes their gradient packed the same way (the dK/dV kernel two slots, the dQ
+  kernel the third of the same buffer) and the bias's summed over batch and length: the same
+  kernels and mask as on three biased arrays; under a mesh (8 devices) too."""
   (query, key, value), d_out = _inputs(seed=4)
-  bias_NHD = jax.random.normal(jax.random.key(6), (3, HEADS, HEAD_DIM))
+  bias_NHD = jax.random.normal(jax.random.key(6), (3, HEADS, HEAD_DIM))  # Key, value, query.
   segment_ids_BL, rng = _segment_ids(), jax.random.key(5)
-  biased = [x + b[None, None] for x, b in zip((query, key, value), bias_NHD)]
-  want_out, want_grads = _flash_out_and_grads(*biased, segment_ids_BL, d_out, rng, RATE)
-  want_packed = jnp.stack(want_grads, axis=2)
+  biased = [x + bias_NHD[slot][None, None] for x, slot in zip((query, key, value), (2, 0, 1))]
+  want_out, (dq, dk, dv) = _flash_out_and_grads(*biased, segment_ids_BL, d_out, rng, RATE)
+  want_packed = jnp.stack((dk, dv, dq), axis=2)
   want_bias = jnp.sum(want_packed, axis=(0, 1))
-  packed = jnp.stack((query, key, value), axis=2)
+  packed = jnp.stack((key, value, query), axis=2)
   runs = [_packed_out_and_grads(packed, bias_NHD, segment_ids_BL, d_out, rng, RATE)]
   if jax.device_count() >= 8:
     mesh = mesh_lib.make_mesh(mesh_lib.MeshConfig(data=2, fsdp=2, tensor=2))
@@ -259,8 +259,10 @@ def test_forward_and_backward_lower_to_triton_kernels_without_an_lxl_array():
   lowered = jax.jit(jax.grad(packed_loss)).trace(packed, segment_ids, jax.random.key(0))
   text = lowered.lower(lowering_platforms=("cuda",)).as_text()
   calls = [line for line in text.splitlines() if "@__gpu$xla.gpu.triton" in line]
-  # The three kernels take the packed array itself: nothing is sliced out of it for them.
+  # The three kernels take the packed array itself: nothing is sliced out of it for them, and
+  # their gradients are not packed after them (the kernels write one buffer).
   assert len(calls) == 3 and "stablehlo.slice %arg0" not in text, text[:3000]
+  assert "stablehlo.pad" not in text and "stablehlo.concatenate" not in text, text[:3000]
   assert all(f"tensor<{batch}x{length}x3x{heads}x{head_dim}xbf16>" in call for call in calls)
 
 

@@ -157,8 +157,9 @@ def main(argv):
       "cudnn_lengths_dropout": cudnn_dropout(lengths, seed=7),
     }
     kinds = {name: (attention, qkv) for name, attention in kinds.items()}
-    # What the model runs on GPU: the packed projection and its bias, read in place.
-    packed = (jnp.stack(qkv, axis=2), jnp.zeros((3, _HEADS, _HEAD_DIM), jnp.float32))
+    # What the model runs on GPU: the packed projection (keys, values, queries) and its bias,
+    # read in place, the gradient written packed.
+    packed = (jnp.stack((key, value, query), axis=2), jnp.zeros((3, _HEADS, _HEAD_DIM)))
     for launch in (None, *launches):
       name = "bert_jax_flash_packed_dropout" + (f"[{launch}]" if launch else "")
       kinds[name] = (

@@ -249,8 +249,10 @@ def _tile_gradients(
 
 def _key_gradients_kernel(
   q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, dk_ref, dv_ref, *, options: _Options,
+  lse_ref, delta_ref, *out_refs, options: _Options,
 ):  # fmt: skip
+  """``out_refs``: the dK and dV blocks, or one [block, 2, D] block of a packed gradient's key
+  and value slots."""
   q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
   block = options.backward_block
   k_start = pl.program_id(0) * block
@@ -281,14 +283,23 @@ def _key_gradients_kernel(
 
   zeros_KD = jnp.zeros(k_KD.shape, jnp.float32)
   dk_KD, dv_KD = jax.lax.fori_loop(0, q_ref.shape[0] // block, body, (zeros_KD, zeros_KD))
-  dk_ref[...] = dk_KD.astype(dk_ref.dtype)
-  dv_ref[...] = dv_KD.astype(dv_ref.dtype)
+  if len(out_refs) == 1:
+    (packed_ref,) = out_refs
+    packed_ref[:, 0, :] = dk_KD.astype(packed_ref.dtype)
+    packed_ref[:, 1, :] = dv_KD.astype(packed_ref.dtype)
+  else:
+    dk_ref, dv_ref = out_refs
+    dk_ref[...] = dk_KD.astype(dk_ref.dtype)
+    dv_ref[...] = dv_KD.astype(dv_ref.dtype)
 
 
 def _query_gradients_kernel(
   q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, dq_ref, *, options: _Options,
+  lse_ref, delta_ref, *out_refs, options: _Options,
 ):  # fmt: skip
+  """``out_refs``: the dQ block; or the packed gradient the dK/dV kernel wrote (aliased to the
+  output, not read) and the query slot's block of it."""
+  dq_ref = out_refs[-1]
   q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
   block = options.backward_block
   q_start = pl.program_id(0) * block
@@ -345,11 +356,18 @@ def _operand_specs(length: int, head_dim: int, block: int, slot):
   )
 
 
+# The packed array's slots of the query, key and value: keys and values first, so that the
+# dK/dV kernel writes both into one block of two slots of the packed gradient (Triton's blocks
+# are powers of two), and the dQ kernel then writes the third slot of the same buffer.
+PACKED_SLOTS = (2, 0, 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Operands:
   """The query, key and value: three [B, L, H, D] arrays, or one packed [B, L, 3, H, D] array
-  passed three times (``packed``), each read at its own slot; and their biases [3, H, D],
-  added as the kernels read them (zeros where the operands have theirs already)."""
+  of keys, values and queries passed three times (``packed``), each read at its own slot; and
+  their biases [3, H, D] in the same slot order, added as the kernels read them (zeros where
+  the operands have theirs already)."""
 
   arrays: tuple
   packed: bool
@@ -369,11 +387,12 @@ class _Operands:
     """[(tile, whole)] BlockSpecs of the query, key and value, and their biases'."""
     _, length, _, head_dim = self.shape_BLHD
     operands = [
-      _operand_specs(length, head_dim, block, slot if self.packed else None) for slot in range(3)
+      _operand_specs(length, head_dim, block, slot if self.packed else None)
+      for slot in PACKED_SLOTS
     ]
     biases = [
       pl.BlockSpec((None, None, head_dim), functools.partial(_bias_index, slot))
-      for slot in range(3)
+      for slot in PACKED_SLOTS
     ]
     return operands, biases
 
@@ -407,7 +426,8 @@ def _forward(options: _Options, operands: _Operands, segment_ids_BL, stream_BH):
 
 
 def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
-  """(dq, dk, dv), each [B, L, H, D] in the operands' dtype."""
+  """(dq, dk, dv), each [B, L, H, D] in the operands' dtype; for packed operands, their
+  gradient packed the same way."""
   segment_ids_BL, stream_BH, out_BLHD, lse_BHL = residuals
   batch, length, heads, head_dim = operands.shape_BLHD
   block = options.backward_block
@@ -427,21 +447,46 @@ def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
     interpret=options.interpret,
   )
   gradient = jax.ShapeDtypeStruct((batch, length, heads, head_dim), dtype)
-  dk_BLHD, dv_BLHD = call(
+  key_value_specs = [q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row]
+  query_specs = [q_tile, k_whole, v_whole, *biases, segments, stream, tile, row_tile, row_tile]
+  if not operands.packed:
+    dk_BLHD, dv_BLHD = call(
+      functools.partial(_key_gradients_kernel, options=options),
+      in_specs=key_value_specs,
+      out_specs=[tile, tile],
+      out_shape=[gradient, gradient],
+      name="flash_attention_key_gradients",
+    )(*inputs)
+    dq_BLHD = call(
+      functools.partial(_query_gradients_kernel, options=options),
+      in_specs=query_specs,
+      out_specs=tile,
+      out_shape=gradient,
+      name="flash_attention_query_gradients",
+    )(*inputs)
+    return dq_BLHD, dk_BLHD, dv_BLHD
+  # Packed: the dK/dV kernel writes the key and value slots of the packed gradient, and the dQ
+  # kernel the query slot of that same buffer (aliased, so nothing is copied or packed after).
+  packed_gradient = jax.ShapeDtypeStruct(operands.arrays[0].shape, dtype)
+  key_value_slots = pl.BlockSpec(
+    (None, block, 2, None, head_dim), lambda i, b, h: (b, i, PACKED_SLOTS[1], h, 0)
+  )
+  d_packed = call(
     functools.partial(_key_gradients_kernel, options=options),
-    in_specs=[q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row],
-    out_specs=[tile, tile],
-    out_shape=[gradient, gradient],
+    in_specs=key_value_specs,
+    out_specs=key_value_slots,
+    out_shape=packed_gradient,
     name="flash_attention_key_gradients",
   )(*inputs)
-  dq_BLHD = call(
+  query_slot = _operand_specs(length, head_dim, block, PACKED_SLOTS[0])[0]
+  return call(
     functools.partial(_query_gradients_kernel, options=options),
-    in_specs=[q_tile, k_whole, v_whole, *biases, segments, stream, tile, row_tile, row_tile],
-    out_specs=tile,
-    out_shape=gradient,
+    in_specs=[*query_specs, pl.BlockSpec(memory_space=pl.ANY)],
+    out_specs=query_slot,
+    out_shape=packed_gradient,
+    input_output_aliases={len(inputs): 0},
     name="flash_attention_query_gradients",
-  )(*inputs)
-  return dq_BLHD, dk_BLHD, dv_BLHD
+  )(*inputs, d_packed)
 
 
 def _no_bias(operand_BLHD):
@@ -469,34 +514,26 @@ def _flash_backward(options, residuals, d_out_BLHD):
 _flash.defvjp(_flash_forward, _flash_backward)
 
 
-def _packed(qkv_BLNHD, bias_NHD):
+def _packed(kvq_BLNHD, bias_NHD):
   # The bias in the operands' dtype, as `layers.add_bias` adds it; its gradient keeps its own.
-  return _Operands((qkv_BLNHD,) * 3, True, bias_NHD.astype(qkv_BLNHD.dtype))
+  return _Operands((kvq_BLNHD,) * 3, True, bias_NHD.astype(kvq_BLNHD.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _flash_packed(options, qkv_BLNHD, bias_NHD, segment_ids_BL, stream_BH):
-  return _forward(options, _packed(qkv_BLNHD, bias_NHD), segment_ids_BL, stream_BH)[0]
+def _flash_packed(options, kvq_BLNHD, bias_NHD, segment_ids_BL, stream_BH):
+  return _forward(options, _packed(kvq_BLNHD, bias_NHD), segment_ids_BL, stream_BH)[0]
 
 
-def _flash_packed_forward(options, qkv_BLNHD, bias_NHD, segment_ids_BL, stream_BH):
-  out_BLHD, lse_BHL = _forward(options, _packed(qkv_BLNHD, bias_NHD), segment_ids_BL, stream_BH)
-  return out_BLHD, (qkv_BLNHD, bias_NHD, (segment_ids_BL, stream_BH, out_BLHD, lse_BHL))
+def _flash_packed_forward(options, kvq_BLNHD, bias_NHD, segment_ids_BL, stream_BH):
+  out_BLHD, lse_BHL = _forward(options, _packed(kvq_BLNHD, bias_NHD), segment_ids_BL, stream_BH)
+  return out_BLHD, (kvq_BLNHD, bias_NHD, (segment_ids_BL, stream_BH, out_BLHD, lse_BHL))
 
 
 def _flash_packed_backward(options, residuals, d_out_BLHD):
-  qkv_BLNHD, bias_NHD, rest = residuals
-  operands = _packed(qkv_BLNHD, bias_NHD)
-  gradients = _backward(options, operands, rest, d_out_BLHD)
-  # One [B, L, 3, H, D] gradient, as the packed projection's backward takes it: each slot's
-  # gradient padded into place and summed, the form autodiff gives the slices' backward,
-  # which XLA fuses with the bias's float32 reduction into one pass.
-  d_qkv_BLNHD = sum(
-    jnp.pad(gradient[:, :, None], ((0, 0), (0, 0), (slot, 2 - slot), (0, 0), (0, 0)))
-    for slot, gradient in enumerate(gradients)
-  )
-  d_bias_NHD = jnp.sum(d_qkv_BLNHD.astype(jnp.float32), axis=(0, 1)).astype(bias_NHD.dtype)
-  return d_qkv_BLNHD, d_bias_NHD, None, None
+  packed_BLNHD, bias_NHD, rest = residuals
+  d_packed_BLNHD = _backward(options, _packed(packed_BLNHD, bias_NHD), rest, d_out_BLHD)
+  d_bias_NHD = jnp.sum(d_packed_BLNHD.astype(jnp.float32), axis=(0, 1)).astype(bias_NHD.dtype)
+  return d_packed_BLNHD, d_bias_NHD, None, None
 
 
 _flash_packed.defvjp(_flash_packed_forward, _flash_packed_backward)
@@ -593,7 +630,7 @@ def flash_attention(
 
 
 def flash_attention_packed(
-  qkv_BLNHD,
+  kvq_BLNHD,
   segment_ids_BL,
   *,
   bias_NHD=None,
@@ -603,19 +640,21 @@ def flash_attention_packed(
   launch=None,
   interpret=None,
 ):
-  """`flash_attention` of the query, key and value packed in one [B, L, 3, H, D] array.
+  """`flash_attention` of the key, value and query packed in one [B, L, 3, H, D] array.
 
-  The Triton kernels read the three in place and add their bias as they read them, and the
-  gradient comes back packed the same way: the query/key/value projection's one product
-  into [B, L, 3, H, D] feeds them with no pass over its result (slicing the three out and
-  adding the bias cost BERT-base 0.9 ms of a 47 ms step on an H200). On TPU the three are
-  sliced out for the Mosaic kernels.
+  The Triton kernels read the three in place and add their bias as they read them, and write
+  the gradient packed the same way, the dK/dV kernel the key and value slots and the dQ kernel
+  the query slot of one buffer: the projection's one product into [B, L, 3, H, D] feeds them
+  and takes their gradient with no pass over either (slicing the three out and adding the bias
+  cost BERT-base 0.9 ms of a 47 ms step on an H200, packing their gradients with the bias's
+  reduction 1.25 ms). On TPU the three are sliced out for the Mosaic kernels.
 
   Args:
-    qkv_BLNHD: query, key and value [batch, length, 3, heads, head_dim], in that order.
+    kvq_BLNHD: keys, values and queries [batch, length, 3, heads, head_dim], in that order
+      (`PACKED_SLOTS`).
     segment_ids_BL: as `flash_attention` takes them.
-    bias_NHD: the projection's bias [3, heads, head_dim] (any float dtype; added in the
-      operands' dtype, its gradient summed in float32), or None.
+    bias_NHD: their bias [3, heads, head_dim] in the same order (any float dtype; added in
+      the operands' dtype, its gradient summed in float32), or None.
     dropout_rate: as `flash_attention` takes it.
     dropout_rng: as `flash_attention` takes it.
     block: as `flash_attention` takes it.
@@ -628,15 +667,15 @@ def flash_attention_packed(
   Raises:
     UserInputError: for a length or head_dim the kernels do not take.
   """
-  batch, length, slots, heads, head_dim = qkv_BLNHD.shape
+  batch, length, slots, heads, head_dim = kvq_BLNHD.shape
   if slots != 3:
-    raise ValueError(f"qkv_BLNHD must be [B, L, 3, H, D], got {qkv_BLNHD.shape}")
+    raise ValueError(f"kvq_BLNHD must be [B, L, 3, H, D], got {kvq_BLNHD.shape}")
   if bias_NHD is None:
-    bias_NHD = jnp.zeros((3, heads, head_dim), qkv_BLNHD.dtype)
+    bias_NHD = jnp.zeros((3, heads, head_dim), kvq_BLNHD.dtype)
   platform = platform_lib.current_platform()
   if platform == "tpu":
     return flash_attention(
-      *(layers.add_bias(qkv_BLNHD[:, :, slot], bias_NHD[slot]) for slot in range(3)),
+      *(layers.add_bias(kvq_BLNHD[:, :, slot], bias_NHD[slot]) for slot in PACKED_SLOTS),
       segment_ids_BL,
       dropout_rate=dropout_rate,
       dropout_rng=dropout_rng,
@@ -649,7 +688,7 @@ def flash_attention_packed(
   return per_shard.call_per_shard(
     functools.partial(_flash_packed, options),
     (
-      qkv_BLNHD,
+      kvq_BLNHD,
       bias_NHD,
       segment_ids_BL.astype(jnp.int32),
       _streams(dropout_rate, dropout_rng, batch, heads),

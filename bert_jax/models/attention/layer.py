@@ -154,13 +154,14 @@ class SelfAttention(nn.Module):
       )
     else:
       weights = tuple(ProjectionWeights(config, name=n)() for n in ("query", "key", "value"))
-      # Off CPU the flash kernels read the three from the packed product in place and add
-      # its bias as they read them.
+      # Off CPU the flash kernels read the three from the packed product in place (keys and
+      # values first, as they write the gradient), adding its bias as they read them.
       packed = kind == "flash" and fused
       if packed:
-        qkv_BLNHD, bias_NHD = packed_product(x_BLD, weights, dtype)
-        qkv_BLNHD = nn.with_logical_constraint(
-          qkv_BLNHD, ("activation_batch", "activation_length", None, "activation_heads", "kv")
+        query, key, value = weights
+        kvq_BLNHD, bias_NHD = packed_product(x_BLD, (key, value, query), dtype)
+        kvq_BLNHD = nn.with_logical_constraint(
+          kvq_BLNHD, ("activation_batch", "activation_length", None, "activation_heads", "kv")
         )
       else:
         query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype, fused=fused)
@@ -176,7 +177,7 @@ class SelfAttention(nn.Module):
       dropout_rng = self.make_rng("dropout") if dropout_active else None
       if packed:
         out_BLHD = flash.flash_attention_packed(
-          qkv_BLNHD,
+          kvq_BLNHD,
           segment_ids_BL,
           bias_NHD=bias_NHD,
           dropout_rate=dropout_rate,
