@@ -447,46 +447,37 @@ def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
     interpret=options.interpret,
   )
   gradient = jax.ShapeDtypeStruct((batch, length, heads, head_dim), dtype)
-  key_value_specs = [q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row]
   query_specs = [q_tile, k_whole, v_whole, *biases, segments, stream, tile, row_tile, row_tile]
-  if not operands.packed:
-    dk_BLHD, dv_BLHD = call(
-      functools.partial(_key_gradients_kernel, options=options),
-      in_specs=key_value_specs,
-      out_specs=[tile, tile],
-      out_shape=[gradient, gradient],
-      name="flash_attention_key_gradients",
-    )(*inputs)
-    dq_BLHD = call(
-      functools.partial(_query_gradients_kernel, options=options),
-      in_specs=query_specs,
-      out_specs=tile,
-      out_shape=gradient,
-      name="flash_attention_query_gradients",
-    )(*inputs)
-    return dq_BLHD, dk_BLHD, dv_BLHD
-  # Packed: the dK/dV kernel writes the key and value slots of the packed gradient, and the dQ
-  # kernel the query slot of that same buffer (aliased, so nothing is copied or packed after).
-  packed_gradient = jax.ShapeDtypeStruct(operands.arrays[0].shape, dtype)
-  key_value_slots = pl.BlockSpec(
-    (None, block, 2, None, head_dim), lambda i, b, h: (b, i, PACKED_SLOTS[1], h, 0)
-  )
-  d_packed = call(
+  key_value_out = {"out_specs": [tile, tile], "out_shape": [gradient, gradient]}
+  query_out = {"in_specs": query_specs, "out_specs": tile, "out_shape": gradient}
+  if operands.packed:
+    # The dK/dV kernel writes slots 0 and 1 (the key's and value's, `PACKED_SLOTS`) of the
+    # packed gradient, and the dQ kernel slot 2 of that same buffer, aliased: nothing is
+    # copied or packed after the kernels.
+    packed_gradient = jax.ShapeDtypeStruct(operands.arrays[0].shape, dtype)
+    key_value_out = {
+      "out_specs": pl.BlockSpec((None, block, 2, None, head_dim), lambda i, b, h: (b, i, 0, h, 0)),
+      "out_shape": packed_gradient,
+    }
+    query_out = {
+      "in_specs": [*query_specs, pl.BlockSpec(memory_space=pl.ANY)],
+      "out_specs": _operand_specs(length, head_dim, block, PACKED_SLOTS[0])[0],
+      "out_shape": packed_gradient,
+      "input_output_aliases": {len(inputs): 0},
+    }
+  key_value = call(
     functools.partial(_key_gradients_kernel, options=options),
-    in_specs=key_value_specs,
-    out_specs=key_value_slots,
-    out_shape=packed_gradient,
+    in_specs=[q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row],
     name="flash_attention_key_gradients",
+    **key_value_out,
   )(*inputs)
-  query_slot = _operand_specs(length, head_dim, block, PACKED_SLOTS[0])[0]
-  return call(
+  query_inputs = (*inputs, key_value) if operands.packed else inputs
+  query = call(
     functools.partial(_query_gradients_kernel, options=options),
-    in_specs=[*query_specs, pl.BlockSpec(memory_space=pl.ANY)],
-    out_specs=query_slot,
-    out_shape=packed_gradient,
-    input_output_aliases={len(inputs): 0},
     name="flash_attention_query_gradients",
-  )(*inputs, d_packed)
+    **query_out,
+  )(*query_inputs)
+  return query if operands.packed else (query, *key_value)
 
 
 def _no_bias(operand_BLHD):
