@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.attention import dense, flash, flash_dropout
+from bert_jax.models.attention import dense, flash, flash_dropout, flash_launch
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES
@@ -150,7 +150,7 @@ def test_another_launch_gives_the_same_attention():
     def attend(*qkv):
       return flash.flash_attention(
         *qkv, segment_ids_BL, dropout_rate=RATE, dropout_rng=rng,
-        launch=flash.TritonLaunch(32, 2, 16, 8, 3),
+        launch=flash_launch.TritonLaunch(32, 2, 16, 8, 3),
       )  # fmt: skip
 
     out, vjp = jax.vjp(attend, query, key, value)
@@ -276,16 +276,16 @@ def test_bad_input_is_refused():
   zeros = [jnp.zeros((1, 64, 1, 16))] * 3
   with pytest.raises(ValueError, match="block 24 must be a power of two >= 16 that divides"):
     flash.flash_attention(
-      *zeros, jnp.ones((1, 64), jnp.int32), launch=flash.TritonLaunch(24, 4, 16, 4)
+      *zeros, jnp.ones((1, 64), jnp.int32), launch=flash_launch.TritonLaunch(24, 4, 16, 4)
     )
   with pytest.raises(ValueError, match="takes block or launch, not both"):
     flash.flash_attention(
-      *zeros, jnp.ones((1, 64), jnp.int32), block=16, launch=flash.TritonLaunch(16, 4, 16, 4)
+      *zeros, jnp.ones((1, 64), jnp.int32), block=16, launch=flash_launch.TritonLaunch(16, 4, 16, 4)
     )
-  assert str(flash.TritonLaunch.parse("128/8/64/4/2")) == "128/8/64/4/2"
-  assert flash.default_launch(128, 64) == flash.TritonLaunch(128, 8, 64, 4, 2)
+  assert str(flash_launch.TritonLaunch.parse("128/8/64/4/2")) == "128/8/64/4/2"
+  assert flash_launch.default_launch(128, 64) == flash_launch.TritonLaunch(128, 8, 64, 4, 2)
   with pytest.raises(UserInputError, match="write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/"):
-    flash.TritonLaunch.parse("128/8/64/x/2")
+    flash_launch.TritonLaunch.parse("128/8/64/x/2")
   with pytest.raises(UserInputError, match="got head_dim=24; change model.num_heads or use"):
     ModelConfig(attention_kind="flash", hidden_size=96, num_heads=4)
   # Unlike the other fused kinds, flash has attention dropout, in float32 or bf16.

@@ -99,12 +99,13 @@ PALLAS_NOT_COUNTED = "Pallas kernels (splash attention) not counted"
 TRITON_NOT_COUNTED = "Pallas Triton kernels (flash attention) not counted"
 
 
-def _cost_analysis(compiled) -> dict:
+def _cost_analysis(compiled, text: str) -> dict:
   """XLA's cost analysis of the compiled program.
 
   A GPU program compiled without a GPU has none (its executable cannot analyse itself);
   XLA's analysis of its optimized HLO is then run by the host's CPU client, which counts
-  the GPU program's own instructions, its cuBLAS GEMM calls as `compiled_ops` reads them.
+  the GPU program's own instructions, its cuBLAS GEMM calls as `compiled_ops` reads them from
+  ``text``, the program's HLO.
   """
   analysis = compiled.cost_analysis()
   if isinstance(analysis, (list, tuple)):
@@ -116,7 +117,7 @@ def _cost_analysis(compiled) -> dict:
 
   module = compiled.runtime_executable().hlo_modules()[0]
   analysis = dict(_jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module))
-  gemm_flops, gemm_bytes = compiled_ops.cublas_gemm_cost(compiled.as_text())
+  gemm_flops, gemm_bytes = compiled_ops.cublas_gemm_cost(text)
   analysis["flops"] = analysis.get("flops", 0.0) + gemm_flops
   analysis["bytes accessed"] = analysis.get("bytes accessed", 0.0) + gemm_bytes
   return analysis
@@ -128,8 +129,8 @@ def cost(compiled) -> dict:
   the Mosaic kernels it has no cycles for estimate themselves (``kernel_flops``,
   ``kernel_bytes``; `compiled_ops`), and ``missing``: what the FLOPs leave out, a tuple of the
   reasons above (empty when nothing)."""
-  analysis = _cost_analysis(compiled)
-  text = compiled.as_text()
+  text = compiled.as_text()  # Once: the GPU fallback's cuBLAS count reads it too.
+  analysis = _cost_analysis(compiled, text)
   missing = ()
   if re.search(r"\bwhile\(", text):
     missing += (LOOPS_COUNTED_ONCE,)

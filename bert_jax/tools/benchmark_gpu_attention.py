@@ -31,7 +31,7 @@ _FLASH_LAUNCH = flags.DEFINE_multi_string(
   "flash_launch",
   [],
   "Also time the packed flash kernels (dropout 0.1) launched so: FORWARD_BLOCK/FORWARD_WARPS/"
-  "BACKWARD_BLOCK/BACKWARD_WARPS/STAGES, e.g. 128/4/64/8/3 (flash.TritonLaunch).",
+  "BACKWARD_BLOCK/BACKWARD_WARPS/STAGES, e.g. 128/4/64/8/3 (flash_launch.TritonLaunch).",
 )
 _REPEATS = flags.DEFINE_integer(
   "timed_repeats", 10, "Timed repeats per point (after two warm-ups)."
@@ -57,7 +57,9 @@ def _points():
 def main(argv):
   del argv
   points = _points()
-  from bert_jax.models.attention.flash import TritonLaunch  # pylint: disable=g-import-not-at-top
+  from bert_jax.models.attention.flash_launch import (  # pylint: disable=g-import-not-at-top
+    TritonLaunch,
+  )
 
   launches = [TritonLaunch.parse(text) for text in _FLASH_LAUNCH.value]
   import jax  # pylint: disable=g-import-not-at-top

@@ -15,6 +15,7 @@ numbers folded) gives a profile table of a TPU step compiled on a host without a
 """
 
 import collections
+import math
 import re
 
 _ENTRY = re.compile(r"^ENTRY [^\n]*\{\n(.*?)\n\}", re.S | re.M)
@@ -69,33 +70,24 @@ def cublas_gemm_cost(hlo_text: str) -> tuple:
   client on a GPU program compiled without a GPU (`aot_step`), it sees opaque custom calls.
   """
   shapes = {}  # Instruction name -> (element type, dimensions) of its (first) array.
-  for line in hlo_text.splitlines():
-    definition = _DEFINITION.match(line)
-    if definition:
-      dims = tuple(int(d) for d in definition.group(3).split(",") if d)
-      shapes[definition.group(1)] = (definition.group(2), dims)
-
-  def size(shape):
-    count = 1
-    for dim in shape[1]:
-      count *= dim
-    return count
-
   flops = bytes_accessed = 0
+  # One pass: HLO defines an instruction's operands on lines before it.
   for line in hlo_text.splitlines():
-    call = _CUBLAS_CALL.search(line)
     definition = _DEFINITION.match(line)
-    if not call or not definition:
+    if not definition:
       continue
-    result = shapes[definition.group(1)]  # The product; the call's workspace is not counted.
+    dims = tuple(int(d) for d in definition.group(3).split(",") if d)
+    shapes[definition.group(1)] = result = (definition.group(2), dims)
+    call = _CUBLAS_CALL.search(line)
+    if not call:
+      continue
+    # The result is the product (the call's workspace, its second output, is not counted).
     operands = [shapes[name.strip().lstrip("%")] for name in call.group(1).split(",")]
-    contracting = _LHS_CONTRACTING.search(line).group(1)
-    contracted = 1
-    for dim in contracting.replace('"', "").split(","):
-      contracted *= operands[0][1][int(dim)] if dim else 1
-    flops += 2 * size(result) * contracted
-    for shape in (*operands, result):
-      bytes_accessed += size(shape) * _BYTES_PER_ELEMENT.get(shape[0], 4)
+    contracting = _LHS_CONTRACTING.search(line).group(1).replace('"', "")
+    contracted = math.prod(operands[0][1][int(d)] for d in contracting.split(",") if d)
+    flops += 2 * math.prod(result[1]) * contracted
+    for kind, dims in (*operands, result):
+      bytes_accessed += math.prod(dims) * _BYTES_PER_ELEMENT.get(kind, 4)
   return flops, bytes_accessed
 
 

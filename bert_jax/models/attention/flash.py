@@ -4,24 +4,9 @@
 query/key/value array): on TPU it runs `flash_tpu`'s Mosaic kernels, which do the same maths
 with the same dropout mask; everywhere else the Triton kernels below.
 
-Nothing of size [B, H, L, L] reaches memory in either pass. The forward kernel runs one program
-per (query block, batch, head) and loops over key blocks with the online softmax (float32
-running max, sum and accumulator; the products take the compute dtype's operands and
-accumulate in float32); it writes the output and each row's float32 log-sum-exp [B, H, L].
-The backward recomputes the probabilities from that log-sum-exp: one kernel per key block
-accumulates dK and dV over the query blocks, another per query block accumulates dQ over the
-key blocks, both using ``delta = rowsum(d_out * out)`` (= sum over keys of probs * d_probs,
-which holds with dropout too).
-
-**Dropout** is inverted dropout on the probabilities (kept ones scaled by 1 / (1 - rate)); the
-softmax normaliser sums the undropped probabilities, as in `dense.dense_attention`. Whether
-element (b, h, q, k) is kept is a counter-based hash of the seed and those four indices
-(`flash_dropout`), so the backward kernels regenerate the forward's mask instead of storing
-it. The mask is not the one the dense kernel draws for the same rng.
-
-**Masking** is `masks.segment_mask`'s: a query attends to the keys of its own positive segment
-id. A padding query (id 0) attends to nothing: its output is zero and it passes no gradient
-to queries, keys or values. Real tokens get the dense kernel's outputs and gradients.
+The kernel bodies are in `flash_kernels`, their launch settings in `flash_launch`; this module
+makes the Pallas calls (which blocks of which arrays each kernel program sees), their custom
+VJPs and the entry points.
 
 Requirements: head_dim a power of two in [16, 256] and a length that is a multiple of 16 (the
 smallest block Triton's products take; 128 on TPU). Off GPU and TPU the Triton kernels run in
@@ -35,299 +20,18 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as pltriton
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import config as config_lib
 from bert_jax.models import layers
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import blocks, flash_dropout, flash_tpu, masks, per_shard
-
-# Query/key block edges: powers of two (Triton's tiles), at least its smallest product's.
-# The forward keeps one [block, block] float32 tile per program; the backward keeps three,
-# hence its smaller blocks.
-_FORWARD_BLOCKS = (128, 64, 32, blocks.TRITON_MIN_BLOCK)
-_BACKWARD_BLOCKS = (64, 32, blocks.TRITON_MIN_BLOCK)
-
-
-def block_size(length: int, choices=_FORWARD_BLOCKS) -> int:
-  """The largest block of ``choices`` that divides ``length``.
-
-  Raises:
-    UserInputError: when ``length`` is not a multiple of 16.
-  """
-  return blocks.largest_dividing(length, choices, "'flash'")
-
-
-@dataclasses.dataclass(frozen=True)
-class TritonLaunch:
-  """How the Triton kernels are launched: the query/key block edge and Triton's warps per
-  program of the forward and of the two backward kernels, and the software-pipelining stages.
-
-  Written and parsed as ``FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES``
-  (`tools/benchmark_gpu_attention --flash_launch` times such settings side by side).
-  """
-
-  forward_block: int
-  forward_warps: int
-  backward_block: int
-  backward_warps: int
-  stages: int = 2
-
-  def __str__(self):
-    return "/".join(str(getattr(self, f.name)) for f in dataclasses.fields(self))
-
-  @classmethod
-  def parse(cls, text: str) -> "TritonLaunch":
-    """A launch from its written form.
-
-    Raises:
-      UserInputError: when ``text`` is not five positive integers joined by "/".
-    """
-    parts = text.split("/")
-    if len(parts) != 5 or not all(part.isdigit() and int(part) > 0 for part in parts):
-      raise UserInputError(
-        f"flash launch {text!r}: write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/"
-        "BACKWARD_WARPS/STAGES, e.g. 128/8/64/4/2"
-      )
-    return cls(*map(int, parts))
-
-  def check(self, length: int):
-    """Raises ValueError unless the blocks are powers of two from 16 that divide ``length``
-    and the warps powers of two."""
-    for block in (self.forward_block, self.backward_block):
-      if block < blocks.TRITON_MIN_BLOCK or block & (block - 1) or length % block:
-        raise ValueError(
-          f"flash launch {self}: block {block} must be a power of two >= 16 "
-          f"that divides the length {length}"
-        )
-    for warps in (self.forward_warps, self.backward_warps):
-      if warps & (warps - 1):
-        raise ValueError(f"flash launch {self}: {warps} warps is not a power of two")
-
-
-def default_launch(length: int, head_dim: int) -> TritonLaunch:
-  """The launch the kernels use unless told otherwise: the largest blocks that divide the
-  length (64 at most in the backward, which keeps three float32 tiles), 8 warps for tiles
-  over 64 x 64 elements, else 4, and 2 stages. Timed on an H200 only as a whole (one
-  BERT-base layer, 256 x 128, dropout 0.1: 0.78 ms forward + backward, stop 30)."""
-
-  def warps(block):
-    return 4 if block * head_dim <= 64 * 64 else 8
-
-  forward, backward = block_size(length), block_size(length, _BACKWARD_BLOCKS)
-  return TritonLaunch(forward, warps(forward), backward, warps(backward))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Options:
-  """Static settings of one attention call (hashable: a `jax.custom_vjp` nondiff argument)."""
-
-  dropout_rate: float
-  launch: TritonLaunch
-  interpret: bool
-
-  @property
-  def forward_block(self):
-    return self.launch.forward_block
-
-  @property
-  def backward_block(self):
-    return self.launch.backward_block
-
-  def compiler_params(self, backward: bool):
-    """Triton's launch settings of the forward or the backward kernels. Naming Triton's
-    parameters is also what selects the Triton backend (not Mosaic GPU)."""
-    warps = self.launch.backward_warps if backward else self.launch.forward_warps
-    return pltriton.CompilerParams(num_warps=warps, num_stages=self.launch.stages)
-
-
-def _dot(a, b, *, trans_a=False, trans_b=False):
-  """A float32-accumulated product; float32 operands multiply at full precision (no TF32)."""
-  precision = jax.lax.Precision.HIGHEST if a.dtype == jnp.float32 else None
-  return pltriton.dot(a, b, trans_a=trans_a, trans_b=trans_b, precision=precision)
-
-
-def _tile_logits(q_QD, k_KD, segment_q_Q, segment_k_K):
-  """Scaled float32 logits [Q, K] with masked entries at a large negative value, and the mask.
-
-  The mask is `masks.segment_mask`'s rule for one tile.
-  """
-  scale = 1.0 / float(q_QD.shape[-1]) ** 0.5
-  logits_QK = _dot(q_QD, k_KD, trans_b=True) * scale
-  mask_QK = (segment_q_Q[:, None] == segment_k_K[None, :]) & (segment_k_K[None, :] != 0)
-  return jnp.where(mask_QK, logits_QK, masks.large_negative(jnp.float32)), mask_QK
-
-
-@dataclasses.dataclass(frozen=True)
-class _BiasedRef:
-  """A [rows, D] operand's ref read with its [D] bias added, in the operand's dtype (as
-  `layers.add_bias` adds it): the projection's bias costs no pass over the operand."""
-
-  ref: object
-  bias_ref: object
-
-  @property
-  def shape(self):
-    return self.ref.shape
-
-  def __getitem__(self, index):
-    return self.ref[index] + self.bias_ref[...][None, :]
-
-
-def _biased(refs, bias_refs):
-  return tuple(_BiasedRef(ref, bias_ref) for ref, bias_ref in zip(refs, bias_refs))
-
-
-def _forward_kernel(
-  q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, out_ref,
-  lse_ref, *, options: _Options,
-):  # fmt: skip
-  q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
-  block_q, block_k = q_ref.shape[0], options.forward_block
-  q_start = pl.program_id(0) * block_q
-  q_QD = q_ref[...]
-  segment_q_Q = segment_ref[pl.ds(q_start, block_q)]
-  rows_Q1 = flash_dropout.positions(q_start, block_q, 0)
-  stream = stream_ref[...]
-
-  def body(index, carry):
-    acc_QD, max_Q, sum_Q = carry
-    keys = pl.ds(index * block_k, block_k)
-    logits_QK, mask_QK = _tile_logits(q_QD, k_ref[keys, :], segment_q_Q, segment_ref[keys])
-    new_max_Q = jnp.maximum(max_Q, jnp.max(logits_QK, axis=1))
-    # Masked entries are zeroed, not just made small: a row with no key left sums to 0.
-    probs_QK = jnp.where(mask_QK, jnp.exp(logits_QK - new_max_Q[:, None]), 0.0)
-    correction_Q = jnp.exp(max_Q - new_max_Q)
-    sum_Q = sum_Q * correction_Q + jnp.sum(probs_QK, axis=1)
-    if options.dropout_rate > 0:
-      keep_QK = flash_dropout.keep(
-        stream, rows_Q1, flash_dropout.positions(index * block_k, block_k, 1), options.dropout_rate
-      )
-      probs_QK = jnp.where(keep_QK, probs_QK, 0.0)
-    v_KD = v_ref[keys, :]
-    acc_QD = acc_QD * correction_Q[:, None] + _dot(probs_QK.astype(v_KD.dtype), v_KD)
-    return acc_QD, new_max_Q, sum_Q
-
-  init = (
-    jnp.zeros(q_QD.shape, jnp.float32),
-    # Finite, so that max - new_max is never inf - inf.
-    jnp.full((block_q,), masks.large_negative(jnp.float32), jnp.float32),
-    jnp.zeros((block_q,), jnp.float32),
-  )
-  acc_QD, max_Q, sum_Q = jax.lax.fori_loop(0, k_ref.shape[0] // block_k, body, init)
-  # A padding query saw no key (sum 0, accumulator 0): its output is 0 and its lse finite.
-  has_keys_Q = sum_Q > 0
-  safe_sum_Q = jnp.where(has_keys_Q, sum_Q, 1.0)
-  inverse_keep = 1.0 / (1.0 - options.dropout_rate)
-  out_ref[...] = (acc_QD * (inverse_keep / safe_sum_Q)[:, None]).astype(out_ref.dtype)
-  lse_ref[...] = jnp.where(has_keys_Q, max_Q + jnp.log(safe_sum_Q), 0.0)
-
-
-def _tile_gradients(
-  q_QD, k_KD, v_KD, d_out_QD, lse_Q, delta_Q, segments, positions, stream, options
-):
-  """Recomputes one tile's probabilities; returns (kept probs, d_logits) in the compute dtype.
-
-  ``d_logits`` is the gradient of the unscaled q.k products: probs * (d_probs - delta) * scale.
-  """
-  segment_q_Q, segment_k_K = segments
-  logits_QK, mask_QK = _tile_logits(q_QD, k_KD, segment_q_Q, segment_k_K)
-  # Padding queries (no key, lse 0) get all-zero rows, hence no gradient.
-  probs_QK = jnp.where(mask_QK, jnp.exp(logits_QK - lse_Q[:, None]), 0.0)
-  d_probs_QK = _dot(d_out_QD, v_KD, trans_b=True)
-  kept_QK = probs_QK
-  if options.dropout_rate > 0:
-    inverse_keep = 1.0 / (1.0 - options.dropout_rate)
-    keep_QK = flash_dropout.keep(stream, *positions, options.dropout_rate)
-    kept_QK = jnp.where(keep_QK, probs_QK * inverse_keep, 0.0)
-    d_probs_QK = jnp.where(keep_QK, d_probs_QK * inverse_keep, 0.0)
-  scale = 1.0 / float(q_QD.shape[-1]) ** 0.5
-  d_logits_QK = probs_QK * (d_probs_QK - delta_Q[:, None]) * scale
-  return kept_QK.astype(v_KD.dtype), d_logits_QK.astype(q_QD.dtype)
-
-
-def _key_gradients_kernel(
-  q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, *out_refs, options: _Options,
-):  # fmt: skip
-  """``out_refs``: the dK and dV blocks, or one [block, 2, D] block of a packed gradient's key
-  and value slots."""
-  q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
-  block = options.backward_block
-  k_start = pl.program_id(0) * block
-  k_KD, v_KD = k_ref[...], v_ref[...]
-  segment_k_K = segment_ref[pl.ds(k_start, block)]
-  columns_1K = flash_dropout.positions(k_start, block, 1)
-  stream = stream_ref[...]
-
-  def body(index, carry):
-    dk_KD, dv_KD = carry
-    queries = pl.ds(index * block, block)
-    q_QD, d_out_QD = q_ref[queries, :], d_out_ref[queries, :]
-    kept_QK, d_logits_QK = _tile_gradients(
-      q_QD,
-      k_KD,
-      v_KD,
-      d_out_QD,
-      lse_ref[queries],
-      delta_ref[queries],
-      (segment_ref[queries], segment_k_K),
-      (flash_dropout.positions(index * block, block, 0), columns_1K),
-      stream,
-      options,
-    )
-    dv_KD = dv_KD + _dot(kept_QK, d_out_QD, trans_a=True)
-    dk_KD = dk_KD + _dot(d_logits_QK, q_QD, trans_a=True)
-    return dk_KD, dv_KD
-
-  zeros_KD = jnp.zeros(k_KD.shape, jnp.float32)
-  dk_KD, dv_KD = jax.lax.fori_loop(0, q_ref.shape[0] // block, body, (zeros_KD, zeros_KD))
-  if len(out_refs) == 1:
-    (packed_ref,) = out_refs
-    packed_ref[:, 0, :] = dk_KD.astype(packed_ref.dtype)
-    packed_ref[:, 1, :] = dv_KD.astype(packed_ref.dtype)
-  else:
-    dk_ref, dv_ref = out_refs
-    dk_ref[...] = dk_KD.astype(dk_ref.dtype)
-    dv_ref[...] = dv_KD.astype(dv_ref.dtype)
-
-
-def _query_gradients_kernel(
-  q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, *out_refs, options: _Options,
-):  # fmt: skip
-  """``out_refs``: the dQ block; or the packed gradient the dK/dV kernel wrote (aliased to the
-  output, not read) and the query slot's block of it."""
-  dq_ref = out_refs[-1]
-  q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
-  block = options.backward_block
-  q_start = pl.program_id(0) * block
-  q_QD, d_out_QD = q_ref[...], d_out_ref[...]
-  lse_Q, delta_Q = lse_ref[...], delta_ref[...]
-  segment_q_Q = segment_ref[pl.ds(q_start, block)]
-  rows_Q1 = flash_dropout.positions(q_start, block, 0)
-  stream = stream_ref[...]
-
-  def body(index, dq_QD):
-    keys = pl.ds(index * block, block)
-    k_KD = k_ref[keys, :]
-    _, d_logits_QK = _tile_gradients(
-      q_QD,
-      k_KD,
-      v_ref[keys, :],
-      d_out_QD,
-      lse_Q,
-      delta_Q,
-      (segment_q_Q, segment_ref[keys]),
-      (rows_Q1, flash_dropout.positions(index * block, block, 1)),
-      stream,
-      options,
-    )
-    return dq_QD + _dot(d_logits_QK, k_KD)
-
-  dq_QD = jax.lax.fori_loop(0, k_ref.shape[0] // block, body, jnp.zeros(q_QD.shape, jnp.float32))
-  dq_ref[...] = dq_QD.astype(dq_ref.dtype)
+from bert_jax.models.attention import (
+  flash_dropout,
+  flash_kernels,
+  flash_launch,
+  flash_tpu,
+  per_shard,
+)
 
 
 def _specs(length: int, head_dim: int, block: int):
@@ -402,7 +106,7 @@ def _bias_index(slot, i, b, h):
   return slot, h, 0
 
 
-def _forward(options: _Options, operands: _Operands, segment_ids_BL, stream_BH):
+def _forward(options: flash_launch.Options, operands: _Operands, segment_ids_BL, stream_BH):
   batch, length, heads, head_dim = operands.shape_BLHD
   block = options.forward_block
   row_tile, _, segments, stream = _specs(length, head_dim, block)
@@ -410,7 +114,7 @@ def _forward(options: _Options, operands: _Operands, segment_ids_BL, stream_BH):
   dtype = operands.arrays[0].dtype
   out_tile = _operand_specs(length, head_dim, block, None)[0]
   out_BLHD, lse_BHL = pl.pallas_call(
-    functools.partial(_forward_kernel, options=options),
+    functools.partial(flash_kernels.forward_kernel, options=options),
     grid=(length // block, batch, heads),
     in_specs=[q_tile, k_whole, v_whole, *biases, segments, stream],
     out_specs=[out_tile, row_tile],
@@ -425,7 +129,7 @@ def _forward(options: _Options, operands: _Operands, segment_ids_BL, stream_BH):
   return out_BLHD, lse_BHL
 
 
-def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
+def _backward(options: flash_launch.Options, operands: _Operands, residuals, d_out_BLHD):
   """(dq, dk, dv), each [B, L, H, D] in the operands' dtype; for packed operands, their
   gradient packed the same way."""
   segment_ids_BL, stream_BH, out_BLHD, lse_BHL = residuals
@@ -466,14 +170,14 @@ def _backward(options: _Options, operands: _Operands, residuals, d_out_BLHD):
       "input_output_aliases": {len(inputs): 0},
     }
   key_value = call(
-    functools.partial(_key_gradients_kernel, options=options),
+    functools.partial(flash_kernels.key_gradients_kernel, options=options),
     in_specs=[q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row],
     name="flash_attention_key_gradients",
     **key_value_out,
   )(*inputs)
   query_inputs = (*inputs, key_value) if operands.packed else inputs
   query = call(
-    functools.partial(_query_gradients_kernel, options=options),
+    functools.partial(flash_kernels.query_gradients_kernel, options=options),
     name="flash_attention_query_gradients",
     **query_out,
   )(*query_inputs)
@@ -530,25 +234,6 @@ def _flash_packed_backward(options, residuals, d_out_BLHD):
 _flash_packed.defvjp(_flash_packed_forward, _flash_packed_backward)
 
 
-def _options(
-  length: int, head_dim: int, dropout_rate: float, block, launch, interpret, platform: str
-) -> _Options:
-  """The Triton kernels' settings; ``block``, ``launch`` and ``interpret`` as
-  `flash_attention` takes them."""
-  if block is not None and launch is not None:
-    raise ValueError("flash_attention takes block or launch, not both")
-  if launch is None:
-    launch = default_launch(length, head_dim)
-  if block is not None:
-    if block not in _FORWARD_BLOCKS or length % block:
-      raise ValueError(f"block={block} must be one of {_FORWARD_BLOCKS} and divide {length}")
-    launch = dataclasses.replace(launch, forward_block=block, backward_block=block)
-  launch.check(length)
-  if interpret is None:
-    interpret = platform != "gpu"
-  return _Options(dropout_rate, launch, interpret)
-
-
 def flash_attention(
   query_BLHD,
   key_BLHD,
@@ -579,8 +264,8 @@ def flash_attention(
     block: query/key block edge of every kernel (16, 32, 64 or 128, dividing the length; on
       TPU 128, 256 or 512); default: the largest of those that divides it (64 at most in the
       Triton backward).
-    launch: the Triton kernels' `TritonLaunch` (not with ``block``; not on TPU); default:
-      `default_launch`.
+    launch: the Triton kernels' `flash_launch.TritonLaunch` (not with ``block``; not on
+      TPU); default: `flash_launch.default_launch`.
     interpret: run in Pallas interpret mode; default: unless compiling for a GPU or TPU.
 
   Returns:
@@ -604,7 +289,9 @@ def flash_attention(
       interpret=bool(interpret),
     )
   else:
-    options = _options(length, head_dim, dropout_rate, block, launch, interpret, platform)
+    options = flash_launch.kernel_options(
+      length, head_dim, dropout_rate, block, launch, interpret, platform
+    )
     attend = functools.partial(_flash, options)
   return per_shard.call_per_shard(
     attend,
@@ -675,7 +362,9 @@ def flash_attention_packed(
       interpret=interpret,
     )
   _check(head_dim, dropout_rate, dropout_rng)
-  options = _options(length, head_dim, dropout_rate, block, launch, interpret, platform)
+  options = flash_launch.kernel_options(
+    length, head_dim, dropout_rate, block, launch, interpret, platform
+  )
   return per_shard.call_per_shard(
     functools.partial(_flash_packed, options),
     (
