@@ -7,14 +7,19 @@
 # and at 64 x 512, attention dropout 0.1 in both; gemms times BERT-base as the GPU step compiles
 # (cuBLAS for every matrix product, train/compiler_options.py) against XLA's Triton GEMMs;
 # large_unrolled times BERT-large as configured (scanned layers, for compile time on pods)
-# against unrolled ones, which one GPU has the memory for. Every line has each step waited for
-# (median_step_s) and steps kept in flight as the trainer runs them (in_flight_step_s).
+# against unrolled ones, which one GPU has the memory for; fusions times BERT-base as compiled
+# against two other ways XLA can emit its layer norms and other reductions (cuDNN's layer-norm
+# kernels; Triton block-level fusions), for the 5 ms that layer norm took in stop 30's
+# profile; a variant XLA refuses is left out with a line in the log. Every line has each step
+# waited for (median_step_s) and steps kept in flight as the trainer runs them
+# (in_flight_step_s).
 # Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
 # cut short keeps the lines before it) and writes its stderr to OUT_DIR/<run>.log. The checkout
 # is used in place (PYTHONPATH), nothing is installed but the wheels of --wheels.
 #
 #   launch/gpu_benchmark.sh [--out=DIR] [--python=python3] [--steps=20] [--rounds=4]
-#                           [--runs=base,base_compile,large,attention,attention512,gemms,...]
+#                           [--runs=base,base_compile,large,attention,attention512,gemms,
+#                                   large_unrolled,fusions]
 #                           [--wheels=DIR] [--profile]
 #                           [--gpu_tests] [--config.KEY=VALUE ...] [--dry-run]
 #
@@ -23,7 +28,7 @@
 #   --steps    timed steps of each implementation (after two warm-up steps)
 #   --rounds   alternating rounds the steps are split into
 #   --runs     which of base, base_compile, large, attention, attention512, gemms,
-#              large_unrolled to run, in this order
+#              large_unrolled, fusions to run, in this order
 #   --wheels   a folder of wheels to install first into a temporary folder (--no-index), for
 #              packages the host lacks; ml_collections is the one bert_jax needs that GPU
 #              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
@@ -71,9 +76,10 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds='$rounds': a number >= 1"
 IFS=, read -r -a selected <<< "$runs"
 for run_name in "${selected[@]}"; do
-  [[ " base base_compile large attention attention512 gemms large_unrolled " == *" $run_name "* ]] ||
+  [[ " base base_compile large attention attention512 gemms large_unrolled fusions " == \
+    *" $run_name "* ]] ||
     die "bad --runs='$runs': a comma-separated list of base, base_compile, large, attention," \
-      "attention512, gemms, large_unrolled"
+      "attention512, gemms, large_unrolled, fusions"
 done
 [[ -z $wheels || -d $wheels ]] || die "bad --wheels='$wheels': not a folder"
 
@@ -110,6 +116,12 @@ run_args() {
       TOOL=bert_jax.tools.benchmark_variants
       ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${timing[@]}"
         --variant=configured "--variant=unrolled:model.scan_layers=false")
+      ;;
+    fusions)
+      TOOL=bert_jax.tools.benchmark_variants
+      ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${timing[@]}"
+        --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true
+        --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true)
       ;;
   esac
 }

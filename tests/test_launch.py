@@ -498,6 +498,14 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
     " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
     f" --variant=default --variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true {out}"
   ]
+  # The step as compiled against XLA's other ways of fusing its layer norms.
+  assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=fusions") == [
+    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
+    " --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true"
+    " --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true"
+    f" {out}"
+  ]
 
 
 def _fake_python(tmp_path):
