@@ -1,10 +1,15 @@
 """Dropout from a counter-based hash: the right keep rate, exact scaling, deterministic per key,
-independent across rows, columns and keys, the same mask however the array is sharded."""
+independent across rows, columns and keys, the same mask however the array is sharded, and a
+backward pass that draws the mask again."""
+
+import contextlib
+import io
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import ad_checkpoint
 from jax.sharding import NamedSharding, PartitionSpec
 
 from bert_jax.models.dropout import dropout, keep_mask
@@ -60,3 +65,22 @@ def test_rows_that_would_wrap_are_refused():
 def test_rate_zero_is_identity():
   x = jnp.arange(10.0)
   assert dropout(x, 0.0, jax.random.key(0)) is x
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_the_gradient_drops_and_scales_what_the_forward_did_and_keeps_no_mask(dtype):
+  x = jax.random.normal(jax.random.key(1), (6, 9, 40)).astype(dtype)
+  weights = jax.random.normal(jax.random.key(2), x.shape).astype(dtype)
+  key, rate = jax.random.key(5), 0.3
+  grad = jax.grad(lambda x: jnp.sum(dropout(x, rate, key) * weights).astype(jnp.float32))(x)
+  keep = keep_mask(x.shape, rate, key)
+  # What autodiff of the forward's ``x / (1 - rate)`` gives, in x's dtype.
+  kept_share = jnp.asarray(1.0 - rate, dtype)
+  assert grad.dtype == dtype
+  np.testing.assert_array_equal(grad, jnp.where(keep, weights / kept_share, jnp.zeros((), dtype)))
+  # The backward draws the mask again from the key's two words: nothing of x's size is kept
+  # (a scanned model would stack such a mask for every layer).
+  saved = io.StringIO()
+  with contextlib.redirect_stdout(saved):
+    ad_checkpoint.print_saved_residuals(lambda x: dropout(x, rate, key), x)
+  assert "6,9,40" not in saved.getvalue(), saved.getvalue()

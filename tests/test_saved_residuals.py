@@ -29,8 +29,7 @@ def _saved_residuals(fn, *args):
   return [(dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in found]
 
 
-@pytest.fixture(scope="module")
-def bf16_pretraining_residuals():
+def _bf16_pretraining_residuals(scan_layers: bool):
   """The residuals of a 2-layer bf16 BERT pretraining loss with dropout on, padding included."""
   config = ModelConfig(
     hidden_size=HEADS * HEAD_DIM,
@@ -41,6 +40,7 @@ def bf16_pretraining_residuals():
     max_position_embeddings=LENGTH,
     attention_kind="dense",
     dtype="bfloat16",
+    scan_layers=scan_layers,
   )
   model = BertForPreTraining(config, deterministic=False)
   ids_BL = jnp.ones((BATCH, LENGTH), jnp.int32)
@@ -56,6 +56,11 @@ def bf16_pretraining_residuals():
     return jnp.sum(outputs["mlm_logits"]) + jnp.sum(outputs["nsp_logits"])
 
   return _saved_residuals(loss, params)
+
+
+@pytest.fixture(scope="module")
+def bf16_pretraining_residuals():
+  return _bf16_pretraining_residuals(scan_layers=False)
 
 
 def test_bf16_training_keeps_no_float32_attention_matrix_for_the_backward(
@@ -82,3 +87,18 @@ def test_bf16_training_keeps_one_intermediate_activation_per_layer(bf16_pretrain
     dtype for dtype, shape in bf16_pretraining_residuals if shape == (BATCH, LENGTH, INTERMEDIATE)
   ]
   assert wide == ["bf16"] * LAYERS, wide
+
+
+def test_scanned_bf16_layers_keep_bf16_hidden_states_only():
+  """Scanned, each layer's [B, L, H] residuals are bf16 activations, stacked over the layers.
+
+  JAX, not XLA, picks a scanned body's residuals, and the stack holds them for every layer.
+  Autodiff of Flax's layer norm keeps three float32 [B, L, H] arrays per norm
+  (models/layer_norm.py), autodiff of dropout its boolean mask (models/dropout.py).
+  """
+  stacked = [
+    dtype
+    for dtype, shape in _bf16_pretraining_residuals(scan_layers=True)
+    if shape == (LAYERS, BATCH, LENGTH, HEADS * HEAD_DIM)
+  ]
+  assert stacked and set(stacked) == {"bf16"}, stacked

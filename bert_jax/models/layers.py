@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.models import layer_norm as layer_norm_lib
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embedding_table import EmbeddingTable
 
@@ -138,13 +139,23 @@ def dense(config: ModelConfig, features: int, axes, name: str) -> Dense:
   )
 
 
-def layer_norm(config: ModelConfig, name: str) -> nn.LayerNorm:
-  """LayerNorm with float32 params; Flax computes its statistics in float32 for any input."""
+def layer_norm(config: ModelConfig, name: str) -> nn.Module:
+  """LayerNorm with float32 params and statistics for any input.
+
+  With ``scan_layers``, `layer_norm.LayerNorm`, whose backward keeps no float32 copy of its
+  input (the scanned body's residuals are JAX's choice, stacked per layer); unrolled, Flax's,
+  whose float32 intermediates XLA recomputes where they are read. Same parameters and outputs.
+  """
+  scale_init = nn.with_logical_partitioning(nn.initializers.ones_init(), ("norm",))
+  if config.scan_layers:
+    return layer_norm_lib.LayerNorm(
+      config.layer_norm_eps, jnp.dtype(config.dtype), scale_init, zeros_init(("norm",)), name=name
+    )
   return nn.LayerNorm(
     epsilon=config.layer_norm_eps,
     dtype=jnp.dtype(config.dtype),
     param_dtype=jnp.float32,
-    scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("norm",)),
+    scale_init=scale_init,
     bias_init=zeros_init(("norm",)),
     name=name,
   )
