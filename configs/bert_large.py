@@ -3,7 +3,7 @@
   python -m bert_jax.main --config=configs/bert_large.py --workdir=/tmp/bert_large \
       --config.data.corpus_paths='("/data/wiki.txt",)' --config.data.vocab_path=/data/vocab.txt
 
-No activation recomputation: batch 256 fits a v4-32 slice without it at seq 128 (7.70 GiB a
+No activation recomputation: batch 256 fits a v4-32 slice without it at seq 128 (7.60 GiB a
 chip) and at seq 512 (13.39 GiB, where `auto` attention is the flash kernel), and a v5e-16 one
 at seq 512 (13.51 of 15.75 GiB); libtpu's cost model puts the steps 19% (seq 128) and 25%
 (seq 512; v5e: 168.8 against 214.9 ms) faster than with `remat_policy=dots_no_batch`. Where a
