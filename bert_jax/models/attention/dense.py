@@ -70,12 +70,13 @@ def dense_attention_vjp(
 
   Same forward maths and the same dropout mask as `dense_attention`. What the backward keeps
   of the [B, H, L, L] arrays is one copy of the probabilities in the compute dtype (bfloat16
-  in a bf16 run, never float32 there); the dropout mask is drawn again from its key (a hash of
-  positions, `models/dropout.py`: kept, a scanned body stacked it for every layer, 0.38 GiB a
-  v5p chip for BERT-large at batch 64 × 128, and unrolled steps compiled to the same bytes
-  either way on TPU and took the same time on a CPU); the gradient of the logits uses the row sums of ``d_out * out`` (=
-  sum over keys of ``probs * d_probs``, as FlashAttention's backward does, which holds with
-  dropout too), a [B, L, H] reduction instead of another pass over [B, H, L, L]. Autodiff of
+  in a bf16 run, never float32 there). The dropout mask is drawn again from its key (a hash of
+  positions, `models/dropout.py`): kept, a scanned body stacked it for every layer (0.38 GiB a
+  v5p chip for BERT-large at batch 64 × 128), and unrolled steps compiled to the same bytes
+  either way on TPU and took the same time on a CPU. The gradient of the logits uses the row
+  sums of ``d_out * out`` (= sum over keys of ``probs * d_probs``, as FlashAttention's
+  backward does, which holds with dropout too), a [B, L, H] reduction instead of another pass
+  over [B, H, L, L]. Autodiff of
   `dense_attention` keeps float32 probabilities, the mask and a broadcast softmax normaliser,
   and passes over them more often: on a TPU v5p compile of BERT-base (bf16, batch 256 x 128)
   this kernel moves fewer bytes per step, and on XLA:CPU fwd+bwd of ALBERT-base's attention
@@ -98,12 +99,12 @@ def dense_attention_vjp(
 
 
 def _kept(probs_BHQK, dropout_rate, dropout_rng):
-  """The probabilities after dropout (same dtype), and the keep mask (None without dropout)."""
+  """The probabilities after dropout (same dtype); unchanged without a dropout key."""
   if dropout_rng is None:
-    return probs_BHQK, None
+    return probs_BHQK
   keep_BHQK = dropout_lib.keep_mask(probs_BHQK.shape, dropout_rate, dropout_rng)
   scale = jnp.asarray(1.0 / (1.0 - dropout_rate), probs_BHQK.dtype)
-  return jnp.where(keep_BHQK, probs_BHQK * scale, jnp.zeros((), probs_BHQK.dtype)), keep_BHQK
+  return jnp.where(keep_BHQK, probs_BHQK * scale, jnp.zeros((), probs_BHQK.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -116,7 +117,7 @@ def _attention(dropout_rate, query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, d
 def _attention_forward(dropout_rate, query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, rng):
   # Kept in the compute dtype: what the output product reads anyway.
   probs_BHQK = _masked_probabilities(query_BLHD, key_BLHD, segment_ids_BL).astype(value_BLHD.dtype)
-  kept_BHQK, _ = _kept(probs_BHQK, dropout_rate, rng)
+  kept_BHQK = _kept(probs_BHQK, dropout_rate, rng)
   out_BLHD = jnp.einsum("bhqk,bkhd->bqhd", kept_BHQK, value_BLHD)
   residuals = (query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, rng, probs_BHQK, out_BLHD)
   return out_BLHD, residuals
@@ -124,21 +125,16 @@ def _attention_forward(dropout_rate, query_BLHD, key_BLHD, value_BLHD, segment_i
 
 def _attention_backward(dropout_rate, residuals, d_out_BLHD):
   query_BLHD, key_BLHD, value_BLHD, segment_ids_BL, rng, probs_BHQK, out_BLHD = residuals
-  keep_BHQK = None
-  if rng is not None:
-    keep_BHQK = dropout_lib.keep_mask(probs_BHQK.shape, dropout_rate, rng)
   f32 = jnp.float32
   dtype = value_BLHD.dtype
-  kept_BHQK = probs_BHQK
-  if keep_BHQK is not None:
-    scale = jnp.asarray(1.0 / (1.0 - dropout_rate), dtype)
-    kept_BHQK = jnp.where(keep_BHQK, probs_BHQK * scale, jnp.zeros((), dtype))
+  kept_BHQK = _kept(probs_BHQK, dropout_rate, rng)  # The forward's mask, drawn again.
   d_value_BLHD = jnp.einsum("bhqk,bqhd->bkhd", kept_BHQK, d_out_BLHD.astype(dtype))
   d_kept_BHQK = jnp.einsum(
     "bqhd,bkhd->bhqk", d_out_BLHD.astype(dtype), value_BLHD, preferred_element_type=f32
   )
   d_probs_BHQK = d_kept_BHQK
-  if keep_BHQK is not None:
+  if rng is not None:
+    keep_BHQK = dropout_lib.keep_mask(probs_BHQK.shape, dropout_rate, rng)
     d_probs_BHQK = jnp.where(keep_BHQK, d_kept_BHQK * f32(1.0 / (1.0 - dropout_rate)), 0.0)
   # sum_k probs * d_probs = d_out . out: out is the kept probabilities times the values.
   row_BHQ1 = jnp.einsum("bqhd,bqhd->bhq", d_out_BLHD.astype(f32), out_BLHD.astype(f32))[..., None]
