@@ -8,9 +8,10 @@
 # (cuBLAS for every matrix product, train/compiler_options.py) against XLA's Triton GEMMs;
 # large_unrolled times BERT-large as configured (scanned layers, for compile time on pods)
 # against unrolled ones, which one GPU has the memory for; fusions times BERT-base as compiled
-# against two other ways XLA can emit its layer norms and other reductions (cuDNN's layer-norm
-# kernels; Triton block-level fusions), for the 5 ms that layer norm took in stop 30's
-# profile; a variant XLA refuses is left out with a line in the log. Every line has each step
+# against three other ways of running its layer norms and other reductions (cuDNN's layer-norm
+# kernels; XLA's Triton block-level fusions; bert_jax's own Triton layer-norm kernels,
+# model.layer_norm_kind=triton), for the 5 ms that layer norm took in stop 30's profile; a
+# variant XLA refuses is left out with a line in the log. Every line has each step
 # waited for (median_step_s) and steps kept in flight as the trainer runs them
 # (in_flight_step_s).
 # Each run appends its JSON line to OUT_DIR/gpu_benchmark.jsonl as soon as it finishes (a run
@@ -35,11 +36,14 @@
 #   --profile  also trace 3 of bert_jax's steps per run (in OUT_DIR/trace_<run>) and write where
 #              their device time goes, per GPU kernel, to OUT_DIR/<run>.profile.jsonl
 #              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
-#   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py and
-#              tests/test_flash_attention.py: the cudnn and flash attention kinds against the
-#              dense one, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt, then
+#   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py,
+#              tests/test_flash_attention.py and tests/test_layer_norm_kernels.py: the cudnn
+#              and flash attention kinds against the dense one and the Triton layer norm against
+#              float64, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt, then
 #              time one layer's attention kernels (tools/benchmark_gpu_attention), the packed
-#              flash kernels under other Triton launches too, into OUT_DIR/gpu_attention.jsonl
+#              flash kernels under other Triton launches too, into OUT_DIR/gpu_attention.jsonl,
+#              and one norm's forward + backward, XLA's against the Triton kernels under five
+#              launches (tools/benchmark_gpu_layer_norm), into OUT_DIR/gpu_layer_norm.jsonl
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -121,9 +125,23 @@ run_args() {
       TOOL=bert_jax.tools.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${timing[@]}"
         --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true
-        --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true)
+        --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true
+        --variant=triton_norm:model.layer_norm_kind=triton)
       ;;
   esac
+}
+
+# kernel_timing FILE COMMAND...: runs a kernel-timing tool, its lines to FILE and its stderr to
+# the GPU tests' summary.
+kernel_timing() {
+  local file="$1"
+  shift
+  if ((DRY_RUN)); then
+    echo "$(command_line "$@") > $(quote_word "$file")"
+    return
+  fi
+  echo "+ $(command_line "$@")" >&2
+  "$@" > "$file" 2>> "$out/gpu_tests.txt" || failed=1
 }
 
 site=""
@@ -147,7 +165,7 @@ failed=0
 if ((gpu_tests)); then
   # conftest.py defaults JAX to the CPU; these tests skip there.
   tests=(env "JAX_PLATFORMS=cuda,cpu" "$python" -m pytest -q -p no:cacheprovider --tb=short -rs
-    tests/test_cudnn_attention.py tests/test_flash_attention.py)
+    tests/test_cudnn_attention.py tests/test_flash_attention.py tests/test_layer_norm_kernels.py)
   if ((DRY_RUN)); then
     echo "$(command_line "${tests[@]}") > $(quote_word "$out/gpu_tests.txt")"
   else
@@ -162,12 +180,12 @@ if ((gpu_tests)); then
     bert_jax.tools.benchmark_gpu_attention --flash_launch=128/4/64/4/2
     --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2
     --flash_launch=128/8/32/4/2)
-  if ((DRY_RUN)); then
-    echo "$(command_line "${kernels[@]}") > $(quote_word "$out/gpu_attention.jsonl")"
-  else
-    echo "+ $(command_line "${kernels[@]}")" >&2
-    "${kernels[@]}" > "$out/gpu_attention.jsonl" 2>> "$out/gpu_tests.txt" || failed=1
-  fi
+  # The layer-norm launches: one row a forward program (Triton's tutorial), and larger or
+  # smaller blocks, warps and backward programs than layer_norm_kernels.Launch's 4/4/4/64/4.
+  norms=("$python" -m bert_jax.tools.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4
+    --norm_launch=8/8/8/64/8 --norm_launch=2/4/2/32/4 --norm_launch=4/8/4/128/8 --norm_launch=4/4/8/256/8)
+  kernel_timing "$out/gpu_attention.jsonl" "${kernels[@]}"
+  kernel_timing "$out/gpu_layer_norm.jsonl" "${norms[@]}"
 fi
 for run_name in "${selected[@]}"; do
   run_args "$run_name"

@@ -18,7 +18,13 @@ from bert_jax import names
 from bert_jax.data import mask_positions
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining
-from bert_jax.tools import benchmark, benchmark_gpu_attention, cli, trace_ops
+from bert_jax.tools import (
+  benchmark,
+  benchmark_gpu_attention,
+  benchmark_gpu_layer_norm,
+  cli,
+  trace_ops,
+)
 from bert_jax.train.optimizer import OptimizerConfig
 from tests import run_helpers
 
@@ -250,6 +256,25 @@ def test_aot_compile_runs_without_tensorflow():
   report = _run_without_tensorflow("bert_jax.tools.aot_compile", TINY, "--topology=v5e-1", *flags)
   assert report["fits"] is True and report["compiled_flops"] > 0
   assert np.isclose(report["flops_ratio"], report["compiled_flops"] / report["model_flops"])
+
+
+def test_gpu_layer_norm_tool_runs_on_a_cpu_and_compares_the_kernels_with_flax(capsys):
+  status = cli.run_absl(
+    benchmark_gpu_layer_norm.main,
+    ["benchmark_gpu_layer_norm", "--shapes=64x48", "--norm_repeats=1", "--norm_launch=2/4/2/8/4"],
+  )
+  assert status == 0
+  lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+  assert [line["kind"] for line in lines] == [
+    "xla_flax",
+    "xla_custom_vjp",
+    "triton",
+    "triton[2/4/2/8/4]",
+  ]
+  for line in lines:
+    assert (line["rows"], line["width"]) == (64, 48) and line["fwd_bwd_ms"] > 0
+  for line in lines[1:]:  # Against Flax's: bf16 outputs, at most an ulp or two of ~4.
+    assert line["max_abs_error_y"] <= 2**-6 and line["max_abs_error_dx"] <= 2**-5
 
 
 def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys):

@@ -3,6 +3,7 @@ checkpoints intact, and the same command resumes once there is space again."""
 
 import errno
 import logging
+import os
 import pathlib
 import re
 import subprocess
@@ -180,6 +181,10 @@ def test_background_errors_go_to_the_log_file_not_the_console(tmp_path, capfd, c
   finally:
     errors.uninstall()
   assert (threading.excepthook, sys.unraisablehook, sys.excepthook) == hooks
+  # The same words when the save fails writing a file from Python (the race in the run above).
+  full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "checkpoints/8/_METADATA")
+  assert background_errors.cause(full) == "No space left on device"
+  assert background_errors.cause(ValueError("bad\nmore")) == "ValueError: bad"
   assert "Traceback" not in capfd.readouterr().err
   assert [r.getMessage() for r in caplog.records] == ["a warning of ours still shows"]
   assert errors.failed and errors.log_path == str(log)

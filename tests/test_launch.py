@@ -467,7 +467,8 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   ]
   tests = (
     "env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -p no:cacheprovider --tb=short -rs"
-    " tests/test_cudnn_attention.py tests/test_flash_attention.py > /tmp/gpu/gpu_tests.txt"
+    " tests/test_cudnn_attention.py tests/test_flash_attention.py"
+    " tests/test_layer_norm_kernels.py > /tmp/gpu/gpu_tests.txt"
   )
   kernels = (
     "env XLA_FLAGS=--xla_gpu_enable_command_buffer= python3 -m"
@@ -475,9 +476,16 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
     " --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2"
     " --flash_launch=128/8/32/4/2 > /tmp/gpu/gpu_attention.jsonl"
   )
+  norms = (
+    "python3 -m bert_jax.tools.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4"
+    " --norm_launch=8/8/8/64/8 --norm_launch=2/4/2/32/4 --norm_launch=4/8/4/128/8"
+    " --norm_launch=4/4/8/256/8"
+    " > /tmp/gpu/gpu_layer_norm.jsonl"
+  )
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--gpu_tests") == [
     tests,
     kernels,
+    norms,
     f"{large} {out}",
   ]
   # Dense against flash attention, side by side at seq 512; the variants tool prints its own
@@ -498,13 +506,13 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
     " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
     f" --variant=default --variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true {out}"
   ]
-  # The step as compiled against XLA's other ways of fusing its layer norms.
+  # The step as compiled against other ways of running its layer norms.
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=fusions") == [
     "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
     " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
     " --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true"
     " --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true"
-    f" {out}"
+    f" --variant=triton_norm:model.layer_norm_kind=triton {out}"
   ]
 
 

@@ -42,12 +42,12 @@ def _loss_and_grads(norm, x, scale, bias, dtype):
 def test_outputs_and_gradients_are_flax_layer_norms(dtype, tolerance):
   x, scale, bias = _inputs(dtype)
   np.testing.assert_allclose(
-    np.asarray(normalize(x, scale, bias, EPSILON, dtype), np.float32),
+    np.asarray(normalize(x, scale, bias, EPSILON, dtype, None), np.float32),
     np.asarray(_flax_layer_norm(x, scale, bias, dtype), np.float32),
     rtol=tolerance,
     atol=tolerance,
   )
-  ours = _loss_and_grads(lambda *a: normalize(*a[:3], EPSILON, a[3]), x, scale, bias, dtype)
+  ours = _loss_and_grads(lambda *a: normalize(*a[:3], EPSILON, a[3], None), x, scale, bias, dtype)
   flax = _loss_and_grads(_flax_layer_norm, x, scale, bias, dtype)
   for got, want in zip(jax.tree.leaves(ours), jax.tree.leaves(flax)):
     assert got.dtype == want.dtype

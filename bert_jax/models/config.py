@@ -37,6 +37,8 @@ ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "flash", "auto", "lsh", 
 # Head sizes the flash kernels take (GPU and TPU alike): powers of two (Triton's tiles), 16 at
 # least (its products).
 FLASH_HEAD_DIMS = (16, 32, 64, 128, 256)
+# "auto" = "xla" until the Triton kernels are timed against XLA's norm on a GPU.
+LAYER_NORM_KINDS = ("auto", "xla", "triton")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new")  # Exact (erf) GELU; its tanh form (ALBERT v2).
@@ -125,6 +127,11 @@ class ModelConfig:
     "on TPU with L % 128 == 0: splash without attention dropout, flash with it from L=512; "
     "else dense) | lsh | local.",
   )
+  layer_norm_kind: str = option(
+    "auto",
+    help="xla (compiled by XLA) | triton (one Triton kernel each way, NVIDIA GPU; Pallas "
+    "interpret mode on CPU; not on TPU) | auto (xla).",
+  )
   remat_policy: str = option("none", help=f"{' | '.join(REMAT_POLICIES)}.")
   scan_layers: bool = option(False, help="One scanned layer body: faster compiles when deep.")
   reversible: bool = option(
@@ -192,6 +199,11 @@ class ModelConfig:
       raise UserInputError(
         f"model.attention_kind={self.attention_kind!r} is unknown; "
         f"choose one of {', '.join(ATTENTION_KINDS)}"
+      )
+    if self.layer_norm_kind not in LAYER_NORM_KINDS:
+      raise UserInputError(
+        f"model.layer_norm_kind={self.layer_norm_kind!r} is unknown; "
+        f"choose one of {', '.join(LAYER_NORM_KINDS)}"
       )
     if self.remat_policy not in REMAT_POLICIES:
       raise UserInputError(

@@ -13,6 +13,11 @@ Unrolled, XLA already recomputes those intermediates inside the fusions that rea
 Both compute the same function: statistics in float32 (variance as E[x²] − E[x]², as Flax),
 the result cast to the compute dtype; parameter names, shapes, initialisers and logical axes
 are Flax's.
+
+With ``kernels`` (``model.layer_norm_kind='triton'``) both passes are `layer_norm_kernels`'
+Triton kernels instead, one pass over memory each way, keeping the same residuals; their
+variance is the mean squared deviation from the row's mean, which is more exact than
+E[x²] − E[x]² where a row's mean dwarfs its spread.
 """
 
 import functools
@@ -21,9 +26,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bert_jax.errors import UserInputError
+from bert_jax.models import layer_norm_kernels, per_shard
+from bert_jax.models import platform as platform_lib
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def normalize(x, scale, bias, epsilon: float, dtype):
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def normalize(x, scale, bias, epsilon: float, dtype, kernels):
   """``(x - mean) / sqrt(var + epsilon) * scale + bias`` over the last axis, in float32.
 
   Args:
@@ -32,11 +41,13 @@ def normalize(x, scale, bias, epsilon: float, dtype):
     bias: [H] float32 offset.
     epsilon: added to the variance.
     dtype: the result's dtype.
+    kernels: `layer_norm_kernels.Options` to compute both passes with the Triton kernels, or
+      None for XLA's.
 
   Returns:
     [..., H] in ``dtype``.
   """
-  return _normalize_forward(x, scale, bias, epsilon, dtype)[0]
+  return _normalize_forward(x, scale, bias, epsilon, dtype, kernels)[0]
 
 
 def _row_statistics(x_32, epsilon):
@@ -52,16 +63,38 @@ def _along_rows(vector, ndim):
   return vector.reshape((1,) * (ndim - 1) + vector.shape)
 
 
-def _normalize_forward(x, scale, bias, epsilon, dtype):
+def _statistics_shape(x):
+  return x.shape[:-1] + (1,)
+
+
+def _normalize_forward(x, scale, bias, epsilon, dtype, kernels):
+  if kernels is not None:
+    y, mean, inv_std = layer_norm_kernels.forward(
+      x.reshape(-1, x.shape[-1]), scale, bias, epsilon, dtype, kernels
+    )
+    statistics = _statistics_shape(x)
+    residuals = (x, mean.reshape(statistics), inv_std.reshape(statistics), scale)
+    return y.reshape(x.shape), residuals
   x_32 = x.astype(jnp.float32)
   mean, inv_std = _row_statistics(x_32, epsilon)
   y = (x_32 - mean) * (inv_std * _along_rows(scale, x.ndim)) + _along_rows(bias, x.ndim)
   return y.astype(dtype), (x, mean, inv_std, scale)
 
 
-def _normalize_backward(epsilon, dtype, residuals, d_y):
+def _normalize_backward(epsilon, dtype, kernels, residuals, d_y):
   del epsilon, dtype  # The statistics were kept.
   x, mean, inv_std, scale = residuals
+  if kernels is not None:
+    width = x.shape[-1]
+    d_x, d_scale, d_bias = layer_norm_kernels.backward(
+      x.reshape(-1, width),
+      mean.reshape(-1),
+      inv_std.reshape(-1),
+      scale,
+      d_y.reshape(-1, width),
+      kernels,
+    )
+    return d_x.reshape(x.shape), d_scale, d_bias
   normalized = (x.astype(jnp.float32) - mean) * inv_std
   d_y_32 = d_y.astype(jnp.float32)
   d_normalized = d_y_32 * _along_rows(scale, x.ndim)
@@ -81,6 +114,27 @@ def _normalize_backward(epsilon, dtype, residuals, d_y):
 normalize.defvjp(_normalize_forward, _normalize_backward)
 
 
+def kernel_options(layer_norm_kind: str):
+  """The Triton kernels' options for ``layer_norm_kind`` on the platform being compiled for.
+
+  Returns:
+    None (XLA's norm) unless the kind is ``'triton'``; then compiled kernels on a GPU and
+    Pallas interpret mode on a CPU (slow; for tests and CPU debugging).
+
+  Raises:
+    UserInputError: for ``'triton'`` on a TPU.
+  """
+  if layer_norm_kind != "triton":
+    return None
+  platform = platform_lib.current_platform()
+  if platform == "tpu":
+    raise UserInputError(
+      "model.layer_norm_kind='triton' runs on NVIDIA GPUs; on TPUs use "
+      "model.layer_norm_kind='auto' (XLA fuses the norm there)"
+    )
+  return layer_norm_kernels.Options(interpret=platform != "gpu")
+
+
 class LayerNorm(nn.Module):
   """`flax.linen.LayerNorm` (float32 ``scale`` and ``bias``) computed by `normalize`.
 
@@ -89,16 +143,30 @@ class LayerNorm(nn.Module):
     dtype: the output's dtype.
     scale_init: initialiser of ``scale`` (with its logical axes).
     bias_init: initialiser of ``bias`` (with its logical axes).
+    kind: ``model.layer_norm_kind``: ``'triton'`` for the Triton kernels, else XLA's norm.
   """
 
   epsilon: float
   dtype: jnp.dtype
   scale_init: nn.initializers.Initializer
   bias_init: nn.initializers.Initializer
+  kind: str = "xla"
 
   @nn.compact
   def __call__(self, x):
     width = x.shape[-1]
     scale = self.param("scale", self.scale_init, (width,), jnp.float32)
     bias = self.param("bias", self.bias_init, (width,), jnp.float32)
-    return normalize(x, scale, bias, self.epsilon, jnp.dtype(self.dtype))
+    kernels = kernel_options(self.kind)
+    dtype = jnp.dtype(self.dtype)
+    if kernels is None:
+      return normalize(x, scale, bias, self.epsilon, dtype, None)
+    # Rows are independent: the kernels run on each device's rows, the leading axis split as a
+    # batch is (under a mesh); the parameters' gradients are summed over the shards.
+    rows_layout = "B" + "R" * (x.ndim - 2) + "D"
+    return per_shard.call_per_shard(
+      lambda x, scale, bias: normalize(x, scale, bias, self.epsilon, dtype, kernels),
+      (x, scale, bias),
+      (rows_layout, "D", "D"),
+      rows_layout,
+    )

@@ -142,14 +142,20 @@ def dense(config: ModelConfig, features: int, axes, name: str) -> Dense:
 def layer_norm(config: ModelConfig, name: str) -> nn.Module:
   """LayerNorm with float32 params and statistics for any input.
 
-  With ``scan_layers``, `layer_norm.LayerNorm`, whose backward keeps no float32 copy of its
-  input (the scanned body's residuals are JAX's choice, stacked per layer); unrolled, Flax's,
-  whose float32 intermediates XLA recomputes where they are read. Same parameters and outputs.
+  With ``scan_layers`` or ``layer_norm_kind='triton'``, `layer_norm.LayerNorm`, whose
+  backward keeps no float32 copy of its input (the scanned body's residuals are JAX's choice,
+  stacked per layer), computed by XLA or by Triton kernels; otherwise Flax's, whose float32
+  intermediates XLA recomputes where they are read. Same parameters and outputs.
   """
   scale_init = nn.with_logical_partitioning(nn.initializers.ones_init(), ("norm",))
-  if config.scan_layers:
+  if config.scan_layers or config.layer_norm_kind == "triton":
     return layer_norm_lib.LayerNorm(
-      config.layer_norm_eps, jnp.dtype(config.dtype), scale_init, zeros_init(("norm",)), name=name
+      config.layer_norm_eps,
+      jnp.dtype(config.dtype),
+      scale_init,
+      zeros_init(("norm",)),
+      kind=config.layer_norm_kind,
+      name=name,
     )
   return nn.LayerNorm(
     epsilon=config.layer_norm_eps,

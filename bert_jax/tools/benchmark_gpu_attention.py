@@ -18,13 +18,11 @@ missing (a CPU host) its lines carry the ``error`` instead, so the tool runs any
 """
 
 import json
-import statistics
-import time
 
 from absl import flags
 
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
+from bert_jax.tools import cli, step_timing
 
 _POINTS = flags.DEFINE_list("points", ["256x128", "64x512"], "BATCHxSEQ points timed.")
 _FLASH_LAUNCH = flags.DEFINE_multi_string(
@@ -184,14 +182,8 @@ def main(argv):
         )
       )
       try:
-        for _ in range(2):
-          jax.block_until_ready(step(*args))
-        times = []
-        for _ in range(_REPEATS.value):
-          start = time.perf_counter()
-          jax.block_until_ready(step(*args))
-          times.append(time.perf_counter() - start)
-        _emit(batch=batch, seq=seq, kind=name, fwd_bwd_ms=round(1e3 * statistics.median(times), 3))
+        ms = step_timing.median_waited_ms(lambda step=step, args=args: step(*args), _REPEATS.value)
+        _emit(batch=batch, seq=seq, kind=name, fwd_bwd_ms=round(ms, 3))
       except Exception as error:  # pylint: disable=broad-except
         _emit(batch=batch, seq=seq, kind=name, error=str(error)[:300])
 

@@ -62,6 +62,17 @@ def waited_times(runner: Runner, steps: int) -> list[tuple[float, float]]:
   return times
 
 
+def median_waited_ms(call: Callable[[], object], repeats: int) -> float:
+  """Median milliseconds of ``call()`` run to completion, after two warm-up calls (the first
+  compiles); ``call`` returns jax arrays."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  runner = Runner(call, jax.block_until_ready)
+  for _ in range(2):
+    runner.run_one()
+  return 1e3 * statistics.median(wall for wall, _ in waited_times(runner, repeats))
+
+
 def in_flight_intervals(runner: Runner, steps: int) -> list[float]:
   """Wall seconds between the completions of successive updates, each dispatched before the
   previous one is waited for (as `train/loop.py` runs them): ``steps`` intervals.

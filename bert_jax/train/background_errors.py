@@ -33,8 +33,11 @@ def _library_error(record: logging.LogRecord) -> bool:
 
 
 def cause(error: BaseException) -> str:
-  """A few words on why ``error`` happened: the OS error a storage failure carries, else its
-  type and first line."""
+  """A few words on why ``error`` happened: the OS error a storage failure is or carries (a
+  save fails as TensorStore's error or, writing a small file from Python, as an `OSError`),
+  else its type and first line."""
+  if isinstance(error, OSError) and error.errno:
+    return os.strerror(error.errno)
   text = str(error)
   code = _OS_ERROR_CODE.search(text)
   if code:

@@ -23,15 +23,9 @@ from jax.experimental import pallas as pl
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import config as config_lib
-from bert_jax.models import layers
+from bert_jax.models import layers, per_shard
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import (
-  flash_dropout,
-  flash_kernels,
-  flash_launch,
-  flash_tpu,
-  per_shard,
-)
+from bert_jax.models.attention import flash_dropout, flash_kernels, flash_launch, flash_tpu
 
 
 def _specs(length: int, head_dim: int, block: int):

@@ -20,8 +20,9 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu import splash_attention as splash_lib
 
+from bert_jax.models import per_shard
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import blocks, per_shard
+from bert_jax.models.attention import blocks
 
 # Splash tiles q and kv in blocks that are multiples of the 128-lane vector width and divide
 # the sequence length; larger blocks amortise per-block overhead (MaxText uses 512).
