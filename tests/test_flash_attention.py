@@ -249,21 +249,35 @@ def test_forward_and_backward_lower_to_triton_kernels_without_an_lxl_array():
   assert text.count("stablehlo.custom_call @__gpu$xla.gpu.triton") == 3, text[:3000]
   assert f"tensor<{batch}x{heads}x{length}x{length}x" not in text
 
-  def packed_loss(qkv_BLNHD, segment_ids_BL, rng):
+  def packed_loss(qkv_BLNHD, bias_NHD, segment_ids_BL, rng):
     out = flash.flash_attention_packed(
-      qkv_BLNHD, segment_ids_BL, dropout_rate=RATE, dropout_rng=rng, interpret=False
+      qkv_BLNHD,
+      segment_ids_BL,
+      bias_NHD=bias_NHD,
+      dropout_rate=RATE,
+      dropout_rng=rng,
+      interpret=False,
     )
     return jnp.sum(out.astype(jnp.float32))
 
+  packed_shape = f"tensor<{batch}x{length}x3x{heads}x{head_dim}x"
   packed = jax.ShapeDtypeStruct((batch, length, 3, heads, head_dim), jnp.bfloat16)
-  lowered = jax.jit(jax.grad(packed_loss)).trace(packed, segment_ids, jax.random.key(0))
+  bias = jax.ShapeDtypeStruct((3, heads, head_dim), jnp.float32)
+  lowered = jax.jit(jax.grad(packed_loss, argnums=(0, 1))).trace(
+    packed, bias, segment_ids, jax.random.key(0)
+  )
   text = lowered.lower(lowering_platforms=("cuda",)).as_text()
-  calls = [line for line in text.splitlines() if "@__gpu$xla.gpu.triton" in line]
+  lines = text.splitlines()
+  calls = [line for line in lines if "@__gpu$xla.gpu.triton" in line]
   # The three kernels take the packed array itself: nothing is sliced out of it for them, and
   # their gradients are not packed after them (the kernels write one buffer).
   assert len(calls) == 3 and "stablehlo.slice %arg0" not in text, text[:3000]
   assert "stablehlo.pad" not in text and "stablehlo.concatenate" not in text, text[:3000]
-  assert all(f"tensor<{batch}x{length}x3x{heads}x{head_dim}xbf16>" in call for call in calls)
+  assert all(f"{packed_shape}bf16>" in call for call in calls)
+  # The bias's gradient is summed from the kernels' per-block row sums [blocks, B, 3, H, D]:
+  # nothing reads the packed gradient back to sum it.
+  sums = [line for line in lines if "stablehlo.reduce" in line and "3x12x64xf32>" in line]
+  assert len(sums) == 1 and packed_shape not in sums[0], sums
 
 
 def test_bad_input_is_refused():

@@ -16,13 +16,13 @@ import math
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.recurrence_options import with_recurrence
+from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 
 # Logical axes of the memory: it is an activation (batch over data/fsdp, the rest replicated).
 _HIDDEN_AXES = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_EMBED)
@@ -123,7 +123,7 @@ class CausalLmTask:
       target_BL = jnp.take_along_axis(outputs["log_probs"], labels_BL[..., None], axis=-1)
       ce_BL = -target_BL[..., 0].astype(jnp.float32)
     else:
-      ce_BL = optax.softmax_cross_entropy_with_integer_labels(logits_BLV, labels_BL)
+      ce_BL = softmax_cross_entropy(logits_BLV, labels_BL)
     sums = {
       "lm_loss": jnp.sum(ce_BL * weights_BL),
       "lm_accuracy": jnp.sum((jnp.argmax(logits_BLV, -1) == labels_BL) * weights_BL),

@@ -26,7 +26,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.config_fields import option
@@ -34,6 +33,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
 from bert_jax.tasks import trunk
+from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 from bert_jax.tasks.pretraining import PretrainingTask
 
 STUDENT_INITS = ("every_other_layer", "scratch")
@@ -170,10 +170,6 @@ class WithSequenceOutput:
     return dict(outputs, sequence_output=sequence_BLD)
 
 
-def _cross_entropy(logits_NC, labels_N):
-  return optax.softmax_cross_entropy_with_integer_labels(logits_NC.astype(jnp.float32), labels_N)
-
-
 @dataclasses.dataclass(frozen=True)
 class DistillationTask:
   """The student's objective against the teacher outputs the batch carries."""
@@ -249,7 +245,7 @@ class DistillationTask:
     t = self.settings.temperature
     teacher_probs_BPV = jax.nn.softmax(batch[TEACHER_LOGITS] / t, axis=-1)
     soft_BP = -jnp.sum(teacher_probs_BPV * jax.nn.log_softmax(student_BPV / t, axis=-1), -1)
-    mlm_ce_BP = _cross_entropy(student_BPV, batch["masked_lm_ids"])
+    mlm_ce_BP = softmax_cross_entropy(student_BPV, batch["masked_lm_ids"])
     student_BLD = outputs["sequence_output"].astype(jnp.float32)
     teacher_BLD = batch[TEACHER_SEQUENCE]
     norms_BL = jnp.linalg.norm(student_BLD, axis=-1) * jnp.linalg.norm(teacher_BLD, axis=-1)

@@ -13,6 +13,7 @@ import optax
 
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining, score_histograms
+from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +43,7 @@ class ElectraPretrainingTask(pretraining.PretrainingTask):
     """MLM + rtd_weight * RTD (normalised by the global denominators) and the metric sums."""
     weights_BP = batch["masked_lm_weights"].astype(jnp.float32)
     mlm_logits_BPV = outputs["mlm_logits"]
-    mlm_ce_BP = optax.softmax_cross_entropy_with_integer_labels(
-      mlm_logits_BPV.astype(jnp.float32), batch["masked_lm_ids"]
-    )
+    mlm_ce_BP = softmax_cross_entropy(mlm_logits_BPV, batch["masked_lm_ids"])
     mlm_correct_BP = jnp.argmax(mlm_logits_BPV, -1) == batch["masked_lm_ids"]
 
     real_BL = (batch["input_mask"] > 0).astype(jnp.float32)

@@ -9,15 +9,11 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
-
-
-def _cross_entropy(logits_NC, labels_N):
-  return optax.softmax_cross_entropy_with_integer_labels(logits_NC.astype(jnp.float32), labels_N)
+from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +92,7 @@ class PretrainingTask:
     """Loss to differentiate (already normalised by the global denominators) and metric sums."""
     weights_BP = batch["masked_lm_weights"].astype(jnp.float32)
     mlm_logits_BPV = outputs["mlm_logits"]
-    mlm_ce_BP = _cross_entropy(mlm_logits_BPV, batch["masked_lm_ids"])
+    mlm_ce_BP = softmax_cross_entropy(mlm_logits_BPV, batch["masked_lm_ids"])
     mlm_correct_BP = jnp.argmax(mlm_logits_BPV, -1) == batch["masked_lm_ids"]
     sums = {
       "mlm_loss": jnp.sum(mlm_ce_BP * weights_BP),
@@ -108,7 +104,7 @@ class PretrainingTask:
       # SpanBERT's boundary objective predicts the same tokens again, from the span's ends.
       sbo_logits_BPV = outputs["sbo_logits"]
       sums["sbo_loss"] = jnp.sum(
-        _cross_entropy(sbo_logits_BPV, batch["masked_lm_ids"]) * weights_BP
+        softmax_cross_entropy(sbo_logits_BPV, batch["masked_lm_ids"]) * weights_BP
       )
       sums["sbo_accuracy"] = jnp.sum(
         (jnp.argmax(sbo_logits_BPV, -1) == batch["masked_lm_ids"]) * weights_BP
@@ -118,7 +114,7 @@ class PretrainingTask:
       nsp_logits_B2 = outputs["nsp_logits"]
       labels_B = batch["next_sentence_labels"]
       objective = self.sentence_objective
-      sums[f"{objective}_loss"] = jnp.sum(_cross_entropy(nsp_logits_B2, labels_B))
+      sums[f"{objective}_loss"] = jnp.sum(softmax_cross_entropy(nsp_logits_B2, labels_B))
       sums[f"{objective}_accuracy"] = jnp.sum(jnp.argmax(nsp_logits_B2, -1) == labels_B)
       loss = loss + sums[f"{objective}_loss"] / denominators["examples"]
     sums["examples"] = jnp.float32(batch["input_ids"].shape[0])

@@ -11,12 +11,12 @@ import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
+from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 
 # data.objective -> the metrics' prefix.
 _PREFIXES = {"none": "mlm", names.CLM: "clm", names.TLM: "tlm"}
@@ -92,7 +92,7 @@ class XlmPretrainingTask:
     logits_BPV = outputs["mlm_logits"].astype(jnp.float32)
     labels_BP = batch["masked_lm_ids"]
     weights_BP = batch["masked_lm_weights"].astype(jnp.float32)
-    ce_BP = optax.softmax_cross_entropy_with_integer_labels(logits_BPV, labels_BP)
+    ce_BP = softmax_cross_entropy(logits_BPV, labels_BP)
     sums = {
       f"{self.prefix}_loss": jnp.sum(ce_BP * weights_BP),
       f"{self.prefix}_accuracy": jnp.sum((jnp.argmax(logits_BPV, -1) == labels_BP) * weights_BP),

@@ -125,7 +125,7 @@ def _forward(options: flash_launch.Options, operands: _Operands, segment_ids_BL,
 
 def _backward(options: flash_launch.Options, operands: _Operands, residuals, d_out_BLHD):
   """(dq, dk, dv), each [B, L, H, D] in the operands' dtype; for packed operands, their
-  gradient packed the same way."""
+  gradient packed the same way and its float32 row sums per block [blocks, B, 3, H, D]."""
   segment_ids_BL, stream_BH, out_BLHD, lse_BHL = residuals
   batch, length, heads, head_dim = operands.shape_BLHD
   block = options.backward_block
@@ -151,31 +151,46 @@ def _backward(options: flash_launch.Options, operands: _Operands, residuals, d_o
   if operands.packed:
     # The dK/dV kernel writes slots 0 and 1 (the key's and value's, `PACKED_SLOTS`) of the
     # packed gradient, and the dQ kernel slot 2 of that same buffer, aliased: nothing is
-    # copied or packed after the kernels.
+    # copied or packed after the kernels. Each program also writes its block's row sums into
+    # the same slots of a [blocks, B, 3, H, D] float32 array, the bias's gradient in parts.
     packed_gradient = jax.ShapeDtypeStruct(operands.arrays[0].shape, dtype)
+    bias_partials = jax.ShapeDtypeStruct((length // block, batch, 3, heads, head_dim), jnp.float32)
     key_value_out = {
-      "out_specs": pl.BlockSpec((None, block, 2, None, head_dim), lambda i, b, h: (b, i, 0, h, 0)),
-      "out_shape": packed_gradient,
+      "out_specs": [
+        pl.BlockSpec((None, block, 2, None, head_dim), lambda i, b, h: (b, i, 0, h, 0)),
+        pl.BlockSpec((None, None, 2, None, head_dim), lambda i, b, h: (i, b, 0, h, 0)),
+      ],
+      "out_shape": [packed_gradient, bias_partials],
     }
+    query_slot = PACKED_SLOTS[0]
     query_out = {
-      "in_specs": [*query_specs, pl.BlockSpec(memory_space=pl.ANY)],
-      "out_specs": _operand_specs(length, head_dim, block, PACKED_SLOTS[0])[0],
-      "out_shape": packed_gradient,
-      "input_output_aliases": {len(inputs): 0},
+      "in_specs": [
+        *query_specs,
+        pl.BlockSpec(memory_space=pl.ANY),
+        pl.BlockSpec(memory_space=pl.ANY),
+      ],
+      "out_specs": [
+        _operand_specs(length, head_dim, block, query_slot)[0],
+        pl.BlockSpec((None, None, None, None, head_dim), lambda i, b, h: (i, b, query_slot, h, 0)),
+      ],
+      "out_shape": [packed_gradient, bias_partials],
+      "input_output_aliases": {len(inputs): 0, len(inputs) + 1: 1},
     }
   key_value = call(
-    functools.partial(flash_kernels.key_gradients_kernel, options=options),
+    functools.partial(flash_kernels.key_gradients_kernel, options=options, packed=operands.packed),
     in_specs=[q_whole, k_tile, v_tile, *biases, segments, stream, whole, row, row],
     name="flash_attention_key_gradients",
     **key_value_out,
   )(*inputs)
-  query_inputs = (*inputs, key_value) if operands.packed else inputs
+  query_inputs = (*inputs, *key_value) if operands.packed else inputs
   query = call(
-    functools.partial(flash_kernels.query_gradients_kernel, options=options),
+    functools.partial(
+      flash_kernels.query_gradients_kernel, options=options, packed=operands.packed
+    ),
     name="flash_attention_query_gradients",
     **query_out,
   )(*query_inputs)
-  return query if operands.packed else (query, *key_value)
+  return tuple(query) if operands.packed else (query, *key_value)
 
 
 def _no_bias(operand_BLHD):
@@ -220,8 +235,10 @@ def _flash_packed_forward(options, kvq_BLNHD, bias_NHD, segment_ids_BL, stream_B
 
 def _flash_packed_backward(options, residuals, d_out_BLHD):
   packed_BLNHD, bias_NHD, rest = residuals
-  d_packed_BLNHD = _backward(options, _packed(packed_BLNHD, bias_NHD), rest, d_out_BLHD)
-  d_bias_NHD = jnp.sum(d_packed_BLNHD.astype(jnp.float32), axis=(0, 1)).astype(bias_NHD.dtype)
+  d_packed_BLNHD, d_bias_parts = _backward(
+    options, _packed(packed_BLNHD, bias_NHD), rest, d_out_BLHD
+  )
+  d_bias_NHD = jnp.sum(d_bias_parts, axis=(0, 1)).astype(bias_NHD.dtype)
   return d_packed_BLNHD, d_bias_NHD, None, None
 
 

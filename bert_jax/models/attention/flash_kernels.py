@@ -20,7 +20,9 @@ id. A padding query (id 0) attends to nothing: its output is zero and it passes 
 to queries, keys or values. Real tokens get the dense kernel's outputs and gradients.
 
 The projection's bias is added to the query, key and value as the kernels load them
-(`_BiasedRef`): a packed projection is read in place with no pass to add it.
+(`_BiasedRef`): a packed projection is read in place with no pass to add it. For a packed
+projection the backward kernels also sum each block's float32 gradient rows, the bias's
+gradient in parts, so that no pass reads the packed gradient back to sum it.
 """
 
 import dataclasses
@@ -140,10 +142,11 @@ def _tile_gradients(
 
 def key_gradients_kernel(
   q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, *out_refs, options: flash_launch.Options,
+  lse_ref, delta_ref, *out_refs, options: flash_launch.Options, packed: bool,
 ):  # fmt: skip
-  """``out_refs``: the dK and dV blocks, or one [block, 2, D] block of a packed gradient's key
-  and value slots."""
+  """``out_refs``: the dK and dV blocks; or, ``packed``, one [block, 2, D] block of a packed
+  gradient's key and value slots and the [2, D] float32 sums of its rows (this program's part
+  of the key's and value's bias gradients)."""
   q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
   block = options.backward_block
   k_start = pl.program_id(0) * block
@@ -174,10 +177,12 @@ def key_gradients_kernel(
 
   zeros_KD = jnp.zeros(k_KD.shape, jnp.float32)
   dk_KD, dv_KD = jax.lax.fori_loop(0, q_ref.shape[0] // block, body, (zeros_KD, zeros_KD))
-  if len(out_refs) == 1:
-    (packed_ref,) = out_refs
+  if packed:
+    packed_ref, bias_partials_ref = out_refs
     packed_ref[:, 0, :] = dk_KD.astype(packed_ref.dtype)
     packed_ref[:, 1, :] = dv_KD.astype(packed_ref.dtype)
+    bias_partials_ref[0, :] = jnp.sum(dk_KD, axis=0)
+    bias_partials_ref[1, :] = jnp.sum(dv_KD, axis=0)
   else:
     dk_ref, dv_ref = out_refs
     dk_ref[...] = dk_KD.astype(dk_ref.dtype)
@@ -186,11 +191,12 @@ def key_gradients_kernel(
 
 def query_gradients_kernel(
   q_ref, k_ref, v_ref, q_bias_ref, k_bias_ref, v_bias_ref, segment_ref, stream_ref, d_out_ref,
-  lse_ref, delta_ref, *out_refs, options: flash_launch.Options,
+  lse_ref, delta_ref, *out_refs, options: flash_launch.Options, packed: bool,
 ):  # fmt: skip
-  """``out_refs``: the dQ block; or the packed gradient the dK/dV kernel wrote (aliased to the
-  output, not read) and the query slot's block of it."""
-  dq_ref = out_refs[-1]
+  """``out_refs``: the dQ block; or, ``packed``, the packed gradient and bias partial sums the
+  dK/dV kernel wrote (aliased to the outputs, not read), the query slot's block of the first
+  and the [D] float32 sum of that block's rows in the second."""
+  dq_ref = out_refs[2] if packed else out_refs[0]
   q_ref, k_ref, v_ref = _biased((q_ref, k_ref, v_ref), (q_bias_ref, k_bias_ref, v_bias_ref))
   block = options.backward_block
   q_start = pl.program_id(0) * block
@@ -219,3 +225,5 @@ def query_gradients_kernel(
 
   dq_QD = jax.lax.fori_loop(0, k_ref.shape[0] // block, body, jnp.zeros(q_QD.shape, jnp.float32))
   dq_ref[...] = dq_QD.astype(dq_ref.dtype)
+  if packed:
+    out_refs[3][...] = jnp.sum(dq_QD, axis=0)
