@@ -13,9 +13,9 @@ from bert_jax.errors import UserInputError
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures, hf_reference, run_helpers
 
-# A converted 6-layer, 384-wide encoder (the shape of MiniLM-style sentence-embedding models),
-# far from the BERT-base defaults of the fine-tuning configs.
-_SHAPE = dict(num_layers=6, hidden_size=384, num_heads=6, intermediate_size=1536, vocab_size=8192)
+# A converted 3-layer, 192-wide encoder with 3 heads: every size far from the BERT-base
+# defaults of the fine-tuning configs, and small enough to convert and fine-tune in seconds.
+_SHAPE = dict(num_layers=3, hidden_size=192, num_heads=3, intermediate_size=768, vocab_size=8192)
 
 
 def _glue_config(arg, overrides):
@@ -102,8 +102,8 @@ def test_finetuning_takes_the_shape_vocab_and_family_of_init_from(finetuned, con
   stored = json.loads((converted / "config.json").read_text())["model"]
   assert model == stored  # Every architecture key is the checkpoint's, dropout included.
   params = run_helpers.restore_params(workdir, 2)
-  assert params["bert/encoder/layer_5/attention/query/kernel"].shape[0] == 384
-  assert "bert/encoder/layer_6/attention/query/kernel" not in params
+  assert params["bert/encoder/layer_2/attention/query/kernel"].shape[0] == 192
+  assert "bert/encoder/layer_3/attention/query/kernel" not in params
 
 
 def _tree_digest(path):
@@ -126,8 +126,8 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
   bad_tsv.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\tshort\n")
   cases = [
     # An explicit key wins, so it must fit: the error names the checkpoint's value.
-    ({"model.num_layers": 4}, "pass --config.model.num_layers=6 to match it"),
-    ({"model.size": "base"}, "pass --config.model.hidden_size=384"),
+    ({"model.num_layers": 4}, "pass --config.model.num_layers=3 to match it"),
+    ({"model.size": "base"}, "pass --config.model.hidden_size=192"),
     ({"data.train_path": str(bad_tsv)}, "has 2 columns, the task needs at least 5"),
     ({"data.vocab_path": str(tmp_path / "none.txt")}, "none.txt"),
     ({"init_from": str(tmp_path)}, "holds no checkpoint"),
@@ -139,7 +139,7 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
     assert not fresh.exists(), overrides
   # The same run again with another model, or bad data: refused before config.json is rewritten.
   for overrides, expected in (
-    ({"model.num_heads": 12}, "holds a run with model.num_heads=6 but the config says 12"),
+    ({"model.num_heads": 12}, "holds a run with model.num_heads=3 but the config says 12"),
     ({"data.train_path": str(bad_tsv)}, "has 2 columns"),
   ):
     config = _glue_config("mrpc", {"init_from": str(converted), **data_flags, **_run_keys()})
