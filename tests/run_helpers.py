@@ -11,6 +11,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from tests import xla_options
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -46,9 +48,11 @@ def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
 # The children run a few steps of tiny models, where XLA:CPU's LLVM optimisation costs far more
 # than it saves: at level 0 their programs compile 2-3x faster (the same metrics to 4 digits
 # in a 200-step ELECTRA run; pure compute runs ~2x slower, so not for the long learning tests).
-# The older loop emitters, as for the unoptimised compiles in process (tests/xla_options.py),
-# take a small bert_tiny run 14-16 s -> 12.6-13.4 s, with the same metrics.
-CHILD_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+# The options of the unoptimised compiles in process (tests/xla_options.py: the older loop
+# emitters) take a small bert_tiny run 14-16 s -> 12.6-13.4 s, with the same metrics.
+CHILD_XLA_FLAGS = "--xla_backend_optimization_level=0 " + xla_options.as_xla_flags(
+  xla_options.UNOPTIMIZED_CPU_OPTIONS
+)
 
 
 def env(devices=1, **extra):

@@ -16,9 +16,17 @@ import inspect
 import jax
 from jax._src import compiler as jax_compiler
 
-# XLA:CPU debug options for unoptimised compiles. Subprocesses get the same through XLA_FLAGS
-# (tests/run_helpers.py).
+# XLA:CPU debug options for unoptimised compiles; the subprocess runs get them as XLA_FLAGS
+# (`as_xla_flags`, used by tests/run_helpers.py).
 UNOPTIMIZED_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def as_xla_flags(options):
+  """``{"name": value}`` as the XLA_FLAGS text ``--name=value`` (booleans lower-case)."""
+  return " ".join(
+    f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
+    for name, value in options.items()
+  )
 
 
 def disable_most_optimizations():
@@ -47,8 +55,6 @@ def _add_options_to_unoptimized_cpu_compiles():
   upgrade that renames the arguments fails here instead of silently dropping the options.
   """
   build = jax_compiler.get_compile_options
-  if getattr(build, "_bert_jax_tests_wrapped", False):
-    return
   parameters = inspect.signature(build).parameters
   if not {"env_options_overrides", "backend"} <= parameters.keys():
     raise RuntimeError(
@@ -70,5 +76,4 @@ def _add_options_to_unoptimized_cpu_compiles():
       }
     return build(*args, **kwargs)
 
-  build_with_options._bert_jax_tests_wrapped = True  # pylint: disable=protected-access
   jax_compiler.get_compile_options = build_with_options
