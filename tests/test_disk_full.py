@@ -66,8 +66,14 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   tracebacks = log.read_text()
   if log.parent != workdir:
     log.unlink()
-  assert "Traceback (most recent call last)" in tracebacks and "os_error_code=" in tracebacks
-  assert f"{workdir}/checkpoints/8.orbax-checkpoint-tmp" in tracebacks
+  assert "Traceback (most recent call last)" in tracebacks
+  # Which write finds the disk full first is a race: TensorStore's (its error names the file in
+  # the step's temporary directory), or, now and then, Orbax's metadata written from Python (an
+  # OSError without a path: a full suite run hit it in stop 36).
+  if "os_error_code=" in tracebacks:
+    assert f"{workdir}/checkpoints/8.orbax-checkpoint-tmp" in tracebacks
+  else:
+    assert "OSError: [Errno 28] No space left on device" in tracebacks, tracebacks[-3000:]
   assert run_helpers.checkpoint_steps(workdir) == [4]
   step_4 = run_helpers.restore_params(workdir, 4)  # Intact: it restores.
 
