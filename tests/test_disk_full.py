@@ -69,7 +69,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   assert "Traceback (most recent call last)" in tracebacks
   # Which write finds the disk full first is a race: TensorStore's (its error names the file in
   # the step's temporary directory), or, now and then, Orbax's metadata written from Python (an
-  # OSError without a path: a full suite run hit it in stop 36).
+  # OSError without a path).
   if "os_error_code=" in tracebacks:
     assert f"{workdir}/checkpoints/8.orbax-checkpoint-tmp" in tracebacks
   else:
