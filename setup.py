@@ -4,7 +4,8 @@ import pathlib
 
 import setuptools
 
-# The versions tested together on Python 3.11 (REFERENCE.md); on TPU VMs install jax[tpu] too.
+# The versions tested together on Python 3.11 (the CI's test command installs exactly these);
+# on TPU VMs install jax[tpu] too.
 INSTALL_REQUIRES = [
     "jax==0.10.2",
     "jaxlib==0.10.2",
@@ -50,6 +51,8 @@ EXTRAS_REQUIRE = {
 setuptools.setup(
     name="bert_jax",
     version="0.1.0",
+    license="Apache-2.0",
+    classifiers=["License :: OSI Approved :: Apache Software License"],
     description="Pretrain and fine-tune BERT-family and Reformer encoders with JAX on TPU pods.",
     long_description=pathlib.Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",

@@ -16,3 +16,30 @@ def import_tensorflow_for_data():
 
   tf.config.set_visible_devices([], "GPU")
   return tf
+
+
+def limit_jax_to_present_platforms() -> str | None:
+  """Restricts jax to the platforms this host has, unless ``JAX_PLATFORMS`` says otherwise.
+
+  With the ``tpu`` or ``cuda`` extra installed, jax initialises every plugin it finds: on a
+  host without the device, libtpu prints start-up errors (and advice to delete its lockfile
+  when two runs start at once) and the CUDA plugin a traceback. Looking for the devices first,
+  the way jax itself decides whether to warn about a missing backend, keeps such a host quiet
+  and leaves TPU VMs and GPU hosts as they are. Call before jax initialises its backends.
+
+  Returns:
+    The platforms set (e.g. "cpu", "cuda,cpu"), or None where nothing was changed: the
+    variable was set, or the host has TPU chips.
+  """
+  if "JAX_PLATFORMS" in os.environ:
+    return None
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax._src import hardware_utils  # pylint: disable=g-import-not-at-top
+
+  if hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0:
+    return None
+  platforms = "cuda,cpu" if hardware_utils.has_visible_nvidia_gpu() else "cpu"
+  # The variable reaches child processes; the config reaches a jax already imported.
+  os.environ["JAX_PLATFORMS"] = platforms
+  jax.config.update("jax_platforms", platforms)
+  return platforms

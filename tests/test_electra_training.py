@@ -130,7 +130,7 @@ def test_discriminator_learns_to_spot_detectable_replacements(tmp_path):
   discriminator: with near-uniform samples (temperature 100) it beats the all-original
   baseline within 200 steps. At the paper's temperature 1 the tiny generator matches the
   corpus's unigram distribution within ~200 steps, and this 2-layer discriminator then stays
-  at the baseline for thousands of steps (README, Measured numbers)."""
+  at the baseline for thousands of steps (docs/benchmarks.md)."""
   steps = 200
   config = _pretraining_config(
     steps,
