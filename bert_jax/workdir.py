@@ -1,4 +1,4 @@
-"""The workdir layout (a contract, see README "Workdir"), named in one place.
+"""The workdir layout (a contract, see docs/operations.md), named in one place.
 
   <workdir>/config.json          the resolved config of the run
   <workdir>/vocab.txt            the vocab of converted weights (runs name theirs in config.json)

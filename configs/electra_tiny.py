@@ -5,7 +5,7 @@
 Running the same command again resumes from the last checkpoint in the workdir. Fine-tune the
 discriminator with ``--config.init_from=/tmp/electra_tiny`` on a fine-tuning config.
 
-What to expect (README, Measured numbers; ~28 min on 2 quiet cores): the generator learns the
+What to expect (docs/benchmarks.md; about 28 min on 2 cores): the generator learns the
 corpus's unigram distribution within ~200 steps, after which a replacement can only be told from
 the original by context. The discriminator's loss drops below the constant guess's first; its
 accuracy on the training stream passes rtd_baseline_accuracy (all "original") from step ~5,000
