@@ -1,7 +1,10 @@
-"""Test setup: 8 fake CPU devices and quiet TensorFlow, fixed before jax or TF is imported."""
+"""Test setup: 8 fake CPU devices and quiet TensorFlow, fixed before jax or TF is imported; no
+network (a socket guard, tensorflow-datasets' GCS access off); GPU-only tests deselected
+without a GPU."""
 
 import fcntl
 import os
+import pathlib
 
 os.environ["XLA_FLAGS"] = (
   os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -18,7 +21,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 import pytest  # noqa: E402  (after the XLA flags and jax config above)
 from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
-from tests import xla_options  # noqa: E402
+from tests import network_guard, xla_options  # noqa: E402
 
 xla_options.disable_most_optimizations()
 
@@ -27,6 +30,60 @@ def pytest_configure(config):
   config.addinivalue_line(
     "markers", "optimized_xla: compile with XLA's usual optimisations (long training runs)"
   )
+  config.addinivalue_line(
+    "markers", "gpu: needs an NVIDIA GPU (JAX_PLATFORMS=cuda,cpu); deselected on other backends"
+  )
+  config.addinivalue_line("markers", "no_gpu: checks a refusal off GPU; deselected on a GPU")
+  # transformers' TransfoXLLMHeadModel, the deprecated reference of the transformer_xl family,
+  # warns on every construction that its output changes in v5; the tests read no such output.
+  config.addinivalue_line(
+    "filterwarnings", "ignore:The output of TransfoXL will be updated in v5:DeprecationWarning"
+  )
+
+
+def pytest_collection_modifyitems(config, items):
+  """Deselects the tests that cannot run on this backend, so that a CPU run reports no skips:
+  ``gpu`` tests without a GPU, ``no_gpu`` tests with one."""
+  unwanted = "no_gpu" if jax.default_backend() == "gpu" else "gpu"
+  deselected = [item for item in items if item.get_closest_marker(unwanted) is not None]
+  if deselected:
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = [item for item in items if item.get_closest_marker(unwanted) is None]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _network_log(tmp_path_factory):
+  """Guards this process's sockets and, through PYTHONPATH, those of every Python process a
+  test starts (tests/network_guard.py); refused attempts are appended to the returned file."""
+  log = tmp_path_factory.mktemp("network") / "refused.log"
+  log.touch()
+  site = pathlib.Path(__file__).parent / "network_guard_site"
+  os.environ[network_guard.LOG_ENV] = str(log)
+  os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(site), os.environ.get("PYTHONPATH", "")])
+  )
+  network_guard.install()
+  return log
+
+
+@pytest.fixture(autouse=True)
+def _no_network(_network_log):
+  """Fails a test that tried to reach another machine, even where its code caught the error.
+
+  tensorflow-datasets would ask Google Cloud Storage for the metadata of a registered dataset
+  that is not prepared locally (through TensorFlow's C++ file system, which the socket guard
+  does not see); its switch keeps it off whatever the version's default.
+  """
+  from tensorflow_datasets.core.utils import gcs_utils  # pylint: disable=g-import-not-at-top
+
+  gcs_utils._is_gcs_disabled = True  # pylint: disable=protected-access
+  before = _network_log.stat().st_size
+  yield
+  with open(_network_log, encoding="utf-8") as f:
+    f.seek(before)
+    refused = f.read()
+  if refused:
+    pytest.fail(f"the test tried to reach the network: {refused.strip()}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,8 @@
 """cuDNN fused attention (attention_kind='cudnn'): its refusals, and, on a GPU, equality with
 the dense kernel in outputs and gradients.
 
-The GPU tests skip on CPU (CI); run them on a GPU host with
-``JAX_PLATFORMS=cuda,cpu python -m pytest tests/test_cudnn_attention.py``.
+The GPU tests carry the ``gpu`` marker, which a run without a GPU deselects (tests/conftest.py);
+run them on a GPU host with ``JAX_PLATFORMS=cuda,cpu python -m pytest -m gpu tests``.
 """
 
 import jax
@@ -22,8 +22,7 @@ from bert_jax.train import settings as settings_lib
 
 def on_gpu(test):
   """Runs ``test`` on an NVIDIA GPU only, compiled as in training (XLA's optimisations on)."""
-  needs_gpu = pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs an NVIDIA GPU")
-  return pytest.mark.optimized_xla(needs_gpu(test))
+  return pytest.mark.optimized_xla(pytest.mark.gpu(test))
 
 
 def test_config_refuses_what_the_kernel_cannot_run():
@@ -64,9 +63,8 @@ def test_single_document_rows():
   )
 
 
+@pytest.mark.no_gpu
 def test_off_gpu_the_kind_is_refused():
-  if jax.default_backend() == "gpu":
-    pytest.skip("checks the CPU refusal")
   qkv = [jnp.zeros((1, 8, 2, 8), jnp.bfloat16)] * 3
   with pytest.raises(UserInputError, match="'cudnn' needs an NVIDIA GPU, but JAX runs on 'cpu'"):
     cudnn.cudnn_attention(*qkv, jnp.ones((1, 8), jnp.int32))

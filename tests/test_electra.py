@@ -12,7 +12,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.electra import options as electra_config
 from bert_jax.models.electra.model import ElectraForPreTraining
-from bert_jax.tasks import electra_pretraining
+from bert_jax.tasks import electra_pretraining, score_histograms
 from tests import helpers, run_helpers
 
 CONFIG = ModelConfig(
@@ -191,9 +191,19 @@ def test_loss_and_metrics_match_a_numpy_reference():
   )
   assert metrics["rtd_recall"] == pytest.approx(np.sum(predicted & (labels == 1)) / labels.sum())
   assert metrics["rtd_baseline_accuracy"] == pytest.approx(1 - labels.mean())
+  # The AUC over the metric's probability buckets, pair by pair: a replaced token above an
+  # original one counts 1, in the same bucket 1/2 (score_histograms.py).
+  probabilities = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+  buckets = np.minimum(
+    np.floor(probabilities * score_histograms.NUM_BUCKETS), score_histograms.NUM_BUCKETS - 1
+  ).astype(int)
+  replaced, original = buckets[labels == 1][:, None], buckets[labels == 0][None, :]
+  pairs = (replaced > original) + 0.5 * (replaced == original)
+  assert metrics["rtd_auc"] == pytest.approx(np.mean(pairs), rel=1e-12)
+  # It differs from the exact AUC of the scores by half the pairs that share a bucket at most.
   exact_auc = sklearn_metrics.roc_auc_score(labels, logits)
   assert 0.6 < exact_auc < 0.95
-  assert metrics["rtd_auc"] == pytest.approx(exact_auc, abs=1e-2)  # Few tokens: ties count.
+  assert abs(metrics["rtd_auc"] - exact_auc) <= 0.5 * np.mean(replaced == original) + 1e-12
 
 
 def test_sentence_objective_is_refused():

@@ -74,7 +74,7 @@ def test_kernel_equals_reference_on_outputs_and_gradients(deterministic):
   np.testing.assert_allclose(out_fast, out_slow, atol=1e-5)
   for name in floats:
     assert float(jnp.max(jnp.abs(slow_grads[name]))) > 0, name
-    np.testing.assert_allclose(fast_grads[name], slow_grads[name], atol=1e-4, err_msg=name)
+    np.testing.assert_allclose(fast_grads[name], slow_grads[name], atol=1e-5, err_msg=name)
 
 
 def test_shift_maps_each_pair_to_its_distance():

@@ -176,7 +176,9 @@ def _prepare_tfds_squad(monkeypatch, name, train, dev, data_dir):
     "download_and_extract",
     lambda self, urls: {"train": train, "dev": dev},
   )
-  tfds.builder(name, data_dir=data_dir).download_and_prepare()
+  # Only the files above: no prepared copy from Google Cloud Storage.
+  download_config = tfds.download.DownloadConfig(try_download_gcs=False)
+  tfds.builder(name, data_dir=data_dir).download_and_prepare(download_config=download_config)
 
 
 @pytest.mark.parametrize("name", ["squad/v1.1", "squad/v2.0"])

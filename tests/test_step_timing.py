@@ -1,36 +1,44 @@
 """tools/step_timing: steps kept in flight overlap the host's dispatch with the device's work."""
 
-import concurrent.futures
-import time
-
 import pytest
 
 from bert_jax.tools import step_timing
 
-HOST_S, DEVICE_S = 0.02, 0.05
+HOST_CPU_S = 0.001
 
 
-def _simulated_device_runner(device):
-  """A runner whose dispatch takes HOST_S of the host and queues DEVICE_S on a one-worker
-  'device', which runs the queued updates one after another, as a GPU stream does."""
+class _SimulatedHostAndDevice:
+  """A host and a one-stream device on a simulated clock, so the timings are exact on any
+  machine. A dispatch costs the host ``host_s`` (``HOST_CPU_S`` of it CPU) before the device
+  hears of the step, then queues ``device_s`` on the device, which runs queued updates one after
+  another, as a GPU stream does; waiting moves the host's clock to the update's completion."""
 
-  def dispatch():
-    time.sleep(HOST_S)  # Preparing the call: the device is not told of the step before this.
-    return device.submit(time.sleep, DEVICE_S)
+  def __init__(self, host_s, device_s):
+    self.host_s, self.device_s = host_s, device_s
+    self.now = self.cpu = self.device_free = 0.0
+    self.clock = step_timing.Clock(wall=lambda: self.now, cpu=lambda: self.cpu)
 
-  return step_timing.Runner(dispatch, lambda future: future.result())
+  def dispatch(self):
+    self.now += self.host_s
+    self.cpu += HOST_CPU_S
+    self.device_free = max(self.device_free, self.now) + self.device_s
+    return self.device_free
+
+  def wait(self, completion):
+    self.now = max(self.now, completion)
 
 
-def test_in_flight_hides_the_dispatch_that_waited_steps_pay():
-  with concurrent.futures.ThreadPoolExecutor(max_workers=1) as device:
-    timings = step_timing.alternate({"sim": _simulated_device_runner(device)}, steps=8, rounds=2)
-  timed = timings["sim"]
+@pytest.mark.parametrize("host_s, device_s", [(0.02, 0.05), (0.05, 0.02)])
+def test_in_flight_hides_the_dispatch_that_waited_steps_pay(host_s, device_s):
+  simulated = _SimulatedHostAndDevice(host_s, device_s)
+  runner = step_timing.Runner(simulated.dispatch, simulated.wait)
+  timed = step_timing.alternate({"sim": runner}, steps=8, rounds=2, clock=simulated.clock)["sim"]
   assert len(timed.waited) == len(timed.in_flight) == 8
-  # Waited: host, then device, in turn. In flight: the device's time alone, as the host
+  # Waited: host, then device, in turn. In flight: the slower of the two alone, as the host
   # prepares the next step while this one runs.
-  assert timed.waited_median_s >= HOST_S + DEVICE_S
-  assert DEVICE_S <= timed.in_flight_median_s < HOST_S + DEVICE_S - HOST_S / 2
-  assert timed.waited_median_cpu_s < HOST_S  # Sleeping costs no CPU time.
+  assert timed.waited_median_s == pytest.approx(host_s + device_s)
+  assert timed.in_flight == pytest.approx([max(host_s, device_s)] * 8)
+  assert timed.waited_median_cpu_s == pytest.approx(HOST_CPU_S)  # Waiting costs no CPU time.
 
 
 def test_in_flight_waits_for_each_update_in_order():
@@ -49,12 +57,10 @@ def test_in_flight_waits_for_each_update_in_order():
 
 def test_a_synchronous_update_is_timed_whole_in_flight_too():
   """A CPU framework runs the update inside its dispatch: every interval holds one update."""
-
-  def dispatch():
-    time.sleep(DEVICE_S)
-
-  intervals = step_timing.in_flight_intervals(step_timing.Runner(dispatch, lambda _: None), 3)
-  assert len(intervals) == 3 and min(intervals) >= DEVICE_S
+  simulated = _SimulatedHostAndDevice(host_s=0.05, device_s=0.0)
+  runner = step_timing.Runner(simulated.dispatch, lambda _: None)
+  intervals = step_timing.in_flight_intervals(runner, 3, simulated.clock)
+  assert intervals == pytest.approx([0.05] * 3)
 
 
 def test_jax_runner_carries_the_state_over():

@@ -6,9 +6,12 @@ have adaptive input and softmax over clusters [0, 20), [20, 60), [60, 120), [120
 as in transfo-xl-wt103) and div_val 1 (one table, d_embed != d_model, clusters 1 and 3 tied).
 Hidden states, new memory, LM log-probs, the training loss and gradients, for a first segment
 and a next one; the same loss and gradients on a data 2 x tensor 4 mesh of the 8 fake devices.
+Each test runs on the sizes it applies to: the loss on the adaptive ones, the document-memory
+rule and the sharded step where the size adds something to what the others check.
 """
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -47,16 +50,29 @@ SIZES = {
     mem_len=4, cutoffs=[20, 60, 120], div_val=1, tie_projs=[False, True, False, True],
   ),
 }  # fmt: skip
+ALL = sorted(SIZES)
+ADAPTIVE = ["adaptive_div1", "adaptive_div2"]
+# The memory rules are the trunk's, which the adaptive sizes share.
+ONE_SOFTMAX = ["plain", "projected"]
+# Sizes whose heads split over 4 tensor-parallel devices; adaptive_div2 shards the adaptive
+# tables, so adaptive_div1's single table would add nothing.
+SHARDABLE = ["adaptive_div2", "plain"]
 B, L = 2, 7
 
 
-@pytest.fixture(scope="module", params=sorted(SIZES))
-def pair(request):
-  model = transformer_xl_reference.random_transfo_xl(transformers, torch, 1, **SIZES[request.param])
+@functools.cache
+def _pair(size):
+  """The reference model of ``size`` and ours, built once per session and shared by the tests."""
+  model = transformer_xl_reference.random_transfo_xl(transformers, torch, 1, **SIZES[size])
   state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
   config = transformer_xl_weights.model_config(model.config.to_dict(), "config")
   params = transformer_xl_weights.params_from_hf(state, config)
   return model, state, config, params
+
+
+@pytest.fixture
+def pair(request):
+  return _pair(request.param)
 
 
 def _ids(config, seed):
@@ -92,6 +108,7 @@ def _assert_memory_equal(ours, theirs):
     np.testing.assert_allclose(ours_BND, theirs_NBD.numpy().transpose(1, 0, 2), atol=1e-5)
 
 
+@pytest.mark.parametrize("pair", ALL, indirect=True)
 def test_states_memory_and_log_probs_equal_transformers_over_two_segments(pair):
   model, _, config, params = pair
   run = jax.jit(lambda ids, memory: _ours(config, params, ids, memory))
@@ -113,11 +130,11 @@ def test_states_memory_and_log_probs_equal_transformers_over_two_segments(pair):
   assert np.max(np.abs(np.asarray(alone) - theirs2.prediction_scores.numpy())) > 1e-2
 
 
+@pytest.mark.parametrize("pair", ADAPTIVE, indirect=True)
 def test_training_loss_equals_transformers_losses(pair):
   """The causal-LM objective (adaptive softmax: the target's log-prob) on a second segment."""
   model, _, config, params = pair
-  if not config.adaptive.cutoffs:
-    pytest.skip("one softmax: the loss is optax's cross-entropy of the logits compared above")
+  assert config.adaptive.cutoffs  # One softmax: the loss is optax's, of the logits above.
   ids, ids2 = _ids(config, 8), _ids(config, 9)
   with torch.no_grad(), transformer_xl_reference.working_forward(torch):
     memory = model(input_ids=torch.from_numpy(ids.astype(np.int64))).mems
@@ -139,21 +156,28 @@ def test_training_loss_equals_transformers_losses(pair):
   assert float(sums["lm_weight"]) == B * (L - 1)
 
 
+@pytest.mark.parametrize("pair", ALL, indirect=True)
 def test_no_memory_equals_transformers_with_mem_len_0(pair):
+  """Without memory, same_length (which needs mem_len > 0) off on both sides: the adaptive
+  sizes, which inherit transformers' same_length=True, check the adaptive softmax here too."""
   model, _, config, params = pair
-  if config.recurrence.same_length:
-    pytest.skip("same_length needs mem_len > 0")
+  config = dataclasses.replace(
+    config, recurrence=dataclasses.replace(config.recurrence, same_length=False)
+  )
   model.reset_memory_length(0)
+  model.transformer.same_length = False
   try:
     with torch.no_grad():
       theirs = _theirs(model, _ids(config, 2))
   finally:
     model.reset_memory_length(config.recurrence.mem_len)
+    model.transformer.same_length = model.config.same_length
   assert theirs.mems is None
   mine = jax.jit(lambda ids: _ours(config, params, ids, None))(_ids(config, 2))
   np.testing.assert_allclose(_log_probs(mine), theirs.prediction_scores.numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("pair", ALL, indirect=True)
 def test_gradients_equal_transformers(pair):
   model, _, config, params = pair
   ids, ids2 = _ids(config, 3), _ids(config, 4)
@@ -177,6 +201,7 @@ def test_gradients_equal_transformers(pair):
   assert compared == len(weight_table.flatten(params))
 
 
+@pytest.mark.parametrize("pair", ALL, indirect=True)
 def test_round_trip_is_bit_identical_and_parameter_counts_equal(pair):
   model, state, config, params = pair
   exported = transformer_xl_weights.hf_from_params(params, config)
@@ -196,10 +221,9 @@ def test_round_trip_is_bit_identical_and_parameter_counts_equal(pair):
   assert ours == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("pair", ONE_SOFTMAX, indirect=True)
 def test_memory_of_another_document_is_not_seen(pair):
   _, _, config, params = pair
-  if config.adaptive.cutoffs:
-    pytest.skip("the memory rules are the trunk's, which the adaptive sizes share")
   ids = _ids(config, 6)
   memory = [jax.random.normal(jax.random.key(i), (B, 4, config.hidden_size)) for i in range(3)]
   memory = memory[: config.num_layers]
@@ -216,12 +240,10 @@ def test_memory_of_another_document_is_not_seen(pair):
   assert float(jnp.max(jnp.abs(run(jnp.full((B, L), 1), jnp.full((B, 4), 1)) - alone))) > 1e-3
 
 
+@pytest.mark.parametrize("pair", SHARDABLE, indirect=True)
 def test_sharded_loss_and_gradients_equal_one_device(pair):
   _, _, config, params = pair
-  if config.num_heads % 4:
-    pytest.skip("the heads of this size do not split over 4 tensor-parallel devices")
-  if config.adaptive.div_val == 1 and config.adaptive.cutoffs:
-    pytest.skip("adaptive_div2 shards the adaptive tables; one table adds nothing here")
+  assert config.num_heads % 4 == 0
   ids = _ids(config, 7)
   memory = [jax.random.normal(jax.random.key(i), (B, 3, config.hidden_size)) for i in range(2)]
 

@@ -27,6 +27,7 @@ import unicodedata
 from absl import logging
 
 from bert_jax.data import sentences, wordpiece_training
+from bert_jax.errors import UserInputError
 from bert_jax.tools import cli
 
 _GENSIM_VERSION = "4.4.0"
@@ -295,6 +296,12 @@ def main(argv=None):
   logging.set_verbosity(logging.INFO)
 
   def body(args):
+    # A missing dump is named before gensim is imported, so the message does not depend on it.
+    if args.source and not os.path.isfile(args.source):
+      raise UserInputError(
+        f"--source={args.source} does not exist; pass a Wikipedia .xml.bz2 dump, or leave it "
+        "out for the sample inside gensim"
+      )
     source = args.source or _gensim_sample_path()
     output_dir = args.output_dir or os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"

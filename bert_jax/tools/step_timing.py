@@ -39,6 +39,22 @@ class Runner:
     return handle
 
 
+@dataclasses.dataclass(frozen=True)
+class Clock:
+  """Where the timings read the time: the process's by default; tests pass a simulated one.
+
+  Attributes:
+    wall: seconds on a monotonic wall clock.
+    cpu: this process's CPU seconds.
+  """
+
+  wall: Callable[[], float] = time.perf_counter
+  cpu: Callable[[], float] = time.process_time
+
+
+SYSTEM_CLOCK = Clock()
+
+
 def jax_runner(step, state, *args) -> Runner:
   """A `Runner` of ``state, metrics = step(state, *args)``; the state carries over."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -52,13 +68,15 @@ def jax_runner(step, state, *args) -> Runner:
   return Runner(dispatch, jax.block_until_ready)
 
 
-def waited_times(runner: Runner, steps: int) -> list[tuple[float, float]]:
+def waited_times(
+  runner: Runner, steps: int, clock: Clock = SYSTEM_CLOCK
+) -> list[tuple[float, float]]:
   """[(wall seconds, process CPU seconds)] of ``steps`` updates, each run to completion."""
   times = []
   for _ in range(steps):
-    start, start_cpu = time.perf_counter(), time.process_time()
+    start, start_cpu = clock.wall(), clock.cpu()
     runner.run_one()
-    times.append((time.perf_counter() - start, time.process_time() - start_cpu))
+    times.append((clock.wall() - start, clock.cpu() - start_cpu))
   return times
 
 
@@ -73,7 +91,7 @@ def median_waited_ms(call: Callable[[], object], repeats: int) -> float:
   return 1e3 * statistics.median(wall for wall, _ in waited_times(runner, repeats))
 
 
-def in_flight_intervals(runner: Runner, steps: int) -> list[float]:
+def in_flight_intervals(runner: Runner, steps: int, clock: Clock = SYSTEM_CLOCK) -> list[float]:
   """Wall seconds between the completions of successive updates, each dispatched before the
   previous one is waited for (as `train/loop.py` runs them): ``steps`` intervals.
 
@@ -86,7 +104,7 @@ def in_flight_intervals(runner: Runner, steps: int) -> list[float]:
   for _ in range(steps + 1):
     following = runner.dispatch()
     runner.wait(pending)
-    completions.append(time.perf_counter())
+    completions.append(clock.wall())
     pending = following
   runner.wait(pending)
   return [later - earlier for earlier, later in zip(completions, completions[1:])]
@@ -117,13 +135,14 @@ class Timings:
     return statistics.median(self.in_flight)
 
 
-def alternate(runners: dict, steps: int, rounds: int) -> dict:
+def alternate(runners: dict, steps: int, rounds: int, clock: Clock = SYSTEM_CLOCK) -> dict:
   """Times each runner both ways after two warm-up updates each.
 
   Args:
     runners: name -> `Runner`.
     steps: updates per runner and way, split over the rounds.
     rounds: rounds; in each, every runner in turn runs its share waited, then in flight.
+    clock: where the time is read.
 
   Returns:
     name -> `Timings`.
@@ -135,6 +154,6 @@ def alternate(runners: dict, steps: int, rounds: int) -> dict:
   timings = {name: Timings() for name in runners}
   for _ in range(rounds):
     for name, runner in runners.items():
-      timings[name].waited += waited_times(runner, per_round)
-      timings[name].in_flight += in_flight_intervals(runner, per_round)
+      timings[name].waited += waited_times(runner, per_round, clock)
+      timings[name].in_flight += in_flight_intervals(runner, per_round, clock)
   return timings
