@@ -97,6 +97,9 @@ _MAY_NAME = {
   # BERT is the default family; ModelConfig declares the sections its family packages own
   # (model.albert, model.electra, model.adaptive, model.xlm).
   "bert_jax/models/config.py": {"albert", "bert", "electra", "transformer_xl", "xlm"},
+  # The recurrence section is the families with memory's (`names.RECURRENT_FAMILIES`); it
+  # checks that they run their own unscanned layers.
+  "bert_jax/models/recurrence_options.py": {"xlnet", "transformer_xl"},
 }
 # ELECTRA's generator is a BERT encoder (`electra/options.generator_config`); XLM-R is
 # RoBERTa's architecture under another name.

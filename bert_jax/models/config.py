@@ -11,7 +11,6 @@ from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.electra.options import ElectraOptions
 from bert_jax.models.recurrence_options import RecurrenceOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
-from bert_jax.models.transformer_xl import adaptive_config
 from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
 from bert_jax.models.xlm.options import XlmOptions
 
@@ -246,14 +245,12 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
-    adaptive_config.check(self)
-    # The family's own checks. Imported here, not at the top: the registry imports every
-    # family, and their modules import this one.
-    from bert_jax.models import families  # pylint: disable=g-import-not-at-top
-
-    check = families.get(self.family).check_config
-    if check is not None:
-      check(self)
+    # Each section checks what it needs of the rest of the model (a family's section the keys
+    # of its family too), so this module runs no family's code by name.
+    for field in dataclasses.fields(self):
+      check = getattr(getattr(self, field.name), "check_model", None)
+      if check is not None:
+        check(self)
 
   def _check_cudnn(self):
     head_dim = self.head_dim
