@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bert_jax import names
-from bert_jax.config_fields import option
+from bert_jax.config_fields import from_section, option
 from bert_jax.errors import UserInputError
 from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.electra.options import ElectraOptions
@@ -327,14 +327,11 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   moved = sorted(set(fields) & set(MOVED_KEYS))
   if moved:
     raise UserInputError(moved_key_message(moved[0]))
-  known = {f.name for f in dataclasses.fields(ModelConfig)}
-  unknown = sorted(set(fields) - known)
-  if unknown:
-    raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
   for name, cls in SECTIONS.items():
     if name in fields and not isinstance(fields[name], cls):
-      fields[name] = _subsection(cls, fields[name], f"model.{name}")
-  return ModelConfig(**fields)
+      present = {k: v for k, v in dict(fields[name]).items() if v is not None}
+      fields[name] = from_section(cls, present, f"model.{name}")
+  return from_section(ModelConfig, fields, "model")
 
 
 def moved_key_message(key: str) -> str:
@@ -367,13 +364,3 @@ def stored_model_section(stored_config: Mapping[str, Any]) -> dict:
     value = model.pop(key)
     model[section] = {name: value, **dict(model.get(section) or {})}
   return model
-
-
-def _subsection(cls, values: Mapping[str, Any], section: str):
-  """A nested options dataclass from its config section; unknown keys are one-line errors."""
-  present = {k: v for k, v in dict(values).items() if v is not None}
-  known = {f.name for f in dataclasses.fields(cls)}
-  unknown = sorted(set(present) - known)
-  if unknown:
-    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
-  return cls(**present)
