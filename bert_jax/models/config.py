@@ -245,8 +245,8 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
-    # Each section checks what it needs of the rest of the model (a family's section the keys
-    # of its family too), so this module runs no family's code by name.
+    # Each section checks itself against the rest of the model, and a family's section the keys
+    # its family needs too, so this module calls no family's code by name.
     for field in dataclasses.fields(self):
       check = getattr(getattr(self, field.name), "check_model", None)
       if check is not None:
