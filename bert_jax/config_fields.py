@@ -7,9 +7,12 @@ place, and building a settings dataclass with no arguments gives the config file
 """
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import ml_collections
+
+from bert_jax.errors import UserInputError
 
 HELP = "help"
 # ConfigDict type of a key whose default is None (a placeholder) or whose values may be of
@@ -88,3 +91,21 @@ def defaults(cls) -> dict:
     )
     for field in dataclasses.fields(cls)
   }
+
+
+def from_section(cls, values: Mapping[str, Any], section: str):
+  """A settings dataclass built from its config section's keys.
+
+  Args:
+    cls: the settings dataclass type.
+    values: the section's keys and values.
+    section: the section's name in the message ("data", "model.xlm", "top-level").
+
+  Raises:
+    UserInputError: a key is not a field of ``cls`` (one line listing the valid keys).
+  """
+  known = {field.name for field in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
+  return cls(**values)

@@ -108,7 +108,11 @@ def parse_python(path):
   a thread whose recursion bookkeeping an earlier test disturbed (seen once in a full xdist
   run); a fresh thread parses the same source cleanly, so retry there.
   """
-  source = pathlib.Path(path).read_text(encoding="utf-8")
+  return parse_source(pathlib.Path(path).read_text(encoding="utf-8"))
+
+
+def parse_source(source: str):
+  """``ast.parse`` of source text, retried in a fresh thread as `parse_python` says."""
   try:
     return ast.parse(source)
   except SystemError:

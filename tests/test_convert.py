@@ -289,7 +289,9 @@ def test_scanned_layers_unstack_into_the_table_layout():
     jax.jit(BertForPreTraining(config).init)(jax.random.key(0), ids, ids, ids + 1)["params"]
   )
   flat = weight_table.flatten(weight_table.unscanned(params, config))
-  assert {k: v.shape for k, v in flat.items()} == weight_table.param_shapes(config)
+  assert {k: v.shape for k, v in flat.items()} == weight_table.param_shapes(
+    BertForPreTraining, config
+  )
   stacked = params["bert"]["encoder"]["layers"]["block"]["output"]["kernel"]
   for i in range(3):
     np.testing.assert_array_equal(flat[f"bert/encoder/layer_{i}/output/kernel"], stacked[i])

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from bert_jax.models.interop import hf_weights, weight_table
+from bert_jax.models.bert import hf as bert_hf
+from bert_jax.models.interop import weight_table
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
 
@@ -113,7 +114,7 @@ def test_tf_checkpoint_converts_to_the_same_params_as_hugging_face(tmp_path, cap
   assert model_fields == (101, 32, 2, 4, 48, 20)
   # Stored relative to the workdir (issue 14: workdirs can move), read back as its vocab.txt.
   assert workdir_params.run_vocab(run)[0] == str(tmp_path / "workdir" / "vocab.txt")
-  expected = hf_weights.params_from_hf(state, run.model)
+  expected = bert_hf.params_from_hf(state, run.model)
   flat_ours, flat_expected = weight_table.flatten(run.params), weight_table.flatten(expected)
   assert flat_ours.keys() == flat_expected.keys()
   for name, value in flat_expected.items():

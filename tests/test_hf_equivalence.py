@@ -11,9 +11,9 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
+from bert_jax.models.bert import hf as bert_hf
 from bert_jax.models.bert.model import BertForPreTraining
 from bert_jax.models.config import model_config_from_dict
-from bert_jax.models.interop import hf_weights
 from tests import hf_reference
 
 transformers = pytest.importorskip("transformers")
@@ -70,8 +70,8 @@ def test_legacy_names_and_buffers_convert_like_current_ones(state_and_config):
     for name, value in state.items()
   }
   legacy["bert.embeddings.position_ids"] = np.arange(16)[None]  # Saved by old transformers.
-  current = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(state, config))
-  converted = jax.tree_util.tree_leaves_with_path(hf_weights.params_from_hf(legacy, config))
+  current = jax.tree_util.tree_leaves_with_path(bert_hf.params_from_hf(state, config))
+  converted = jax.tree_util.tree_leaves_with_path(bert_hf.params_from_hf(legacy, config))
   assert [path for path, _ in current] == [path for path, _ in converted]
   for (path, ours), (_, theirs) in zip(current, converted):
     np.testing.assert_array_equal(ours, theirs, err_msg=jax.tree_util.keystr(path))
@@ -82,12 +82,12 @@ def test_untied_decoder_is_refused(state_and_config):
   untied = dict(state)
   untied["cls.predictions.decoder.weight"] = state["cls.predictions.decoder.weight"] + 1
   with pytest.raises(UserInputError, match="decoder.weight differs from bert.embeddings"):
-    hf_weights.params_from_hf(untied, config)
+    bert_hf.params_from_hf(untied, config)
 
 
 def test_gathered_positions_equal_the_full_logits(state_and_config):
   state, config = state_and_config
-  params = hf_weights.params_from_hf(state, config)
+  params = bert_hf.params_from_hf(state, config)
   input_ids, token_types, mask = hf_reference.random_inputs(53, length=9)
   apply = jax.jit(BertForPreTraining(config).apply)
   full = apply({"params": params}, input_ids, token_types, mask)["mlm_logits"]

@@ -19,7 +19,7 @@ import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
 from bert_jax.data import files
-from bert_jax.data.tokenization import SpecialTokenIds, _Vocab
+from bert_jax.data.vocab_types import SpecialTokenIds, Vocab
 from bert_jax.errors import UserInputError
 
 MERGES_FILE = "merges.txt"
@@ -43,7 +43,7 @@ def companion_files(vocab_path: str) -> list[str]:
   return [merges_path(vocab_path)] if vocab_path.endswith(".json") else []
 
 
-class _Fairseq(_Vocab):
+class _Fairseq(Vocab):
   """What RoBERTa's and XLM-R's vocabs share: fairseq's special ids and pair format."""
 
   pair_separators = 2  # <s> A </s></s> B </s>

@@ -69,28 +69,6 @@ class PretrainingBatches:
     return batch
 
 
-def check_batch_request(
-  split, splits, global_batch_size, process_index, process_count, start_position
-):
-  """Refuses a batch iterator request that no pipeline can serve (one line each).
-
-  Raises:
-    UserInputError: an unknown split, a global batch not split evenly over the processes,
-      a process index out of range or a negative start position.
-  """
-  if split not in splits:
-    raise UserInputError(f"split is {split!r}; use one of {splits}")
-  if global_batch_size < 1 or global_batch_size % process_count:
-    raise UserInputError(
-      f"global_batch_size {global_batch_size} is not a positive multiple of "
-      f"process_count {process_count}; every process needs the same share of each batch"
-    )
-  if not 0 <= process_index < process_count:
-    raise UserInputError(f"process_index {process_index} is not in [0, {process_count})")
-  if start_position < 0:
-    raise UserInputError(f"start_position is {start_position}; it counts examples, so >= 0")
-
-
 def batches_by_index(
   examples_at,
   mask_fn,

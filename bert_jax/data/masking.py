@@ -16,7 +16,8 @@ Masking is two steps, so strategies can be added next to each other:
 import dataclasses
 
 from bert_jax import environment
-from bert_jax.data import mask_positions, tokenization
+from bert_jax.data import mask_positions
+from bert_jax.data.vocab_types import SpecialTokenIds
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -45,7 +46,7 @@ class MaskingConfig:
   max_predictions_per_seq: int
   mask_prob: float
   vocab_size: int
-  special_ids: tokenization.SpecialTokenIds
+  special_ids: SpecialTokenIds
   random_token_low: int
   strategy: str = "token"
   mask_token_prob: float = 0.8

@@ -31,7 +31,14 @@ import numpy as np
 from absl import logging
 
 from bert_jax import environment, names
-from bert_jax.data import files, masked_batches, masking, pretraining_examples, tokenization
+from bert_jax.data import (
+  batch_requests,
+  files,
+  masked_batches,
+  masking,
+  pretraining_examples,
+  tokenization,
+)
 from bert_jax.errors import UserInputError
 
 tf = environment.import_tensorflow_for_data()
@@ -208,7 +215,7 @@ class PairsData:
       UserInputError: bad split, batch size, process index or position, or an eval split
         smaller than one global batch.
     """
-    masked_batches.check_batch_request(
+    batch_requests.check_batch_request(
       split, _SPLITS, global_batch_size, process_index, process_count, start_position
     )
     num_batches = None

@@ -25,16 +25,15 @@ from absl import logging
 
 from bert_jax import environment
 from bert_jax.data import (
+  batch_requests,
+  corpus_source,
   full_sentences,
   masked_batches,
   masking,
   pretraining_examples,
   record_format,
   record_source,
-  text_corpus,
-  tfds_source,
   tokenization,
-  tokenized_corpus,
 )
 from bert_jax.errors import UserInputError
 
@@ -96,23 +95,14 @@ class PretrainingData:
 
   def _read_corpus(self, config):
     """Reads, tokenises and splits the text corpus (the text source, or TFDS text)."""
-    documents = (
-      tfds_source.documents_for_config(config)
-      if config.tfds_name
-      else text_corpus.read_documents(config.resolved_corpus_paths())
-    )
-    corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
-    train_documents, eval_documents = tokenized_corpus.split_documents(
-      corpus.num_documents, config.eval_fraction
-    )
-    self.train_corpus = corpus.select(train_documents)
-    self.eval_corpus = corpus.select(eval_documents) if len(eval_documents) else None
+    splits = corpus_source.read_splits(config, self.tokenizer)
+    self.train_corpus, self.eval_corpus = splits.train, splits.eval
     logging.info(
       "pretraining corpus: %d documents (%d held out), %d sentences, %d tokens",
-      corpus.num_documents,
-      len(eval_documents),
-      corpus.num_sentences,
-      corpus.num_tokens,
+      splits.corpus.num_documents,
+      splits.num_held_out,
+      splits.corpus.num_sentences,
+      splits.corpus.num_tokens,
     )
 
   def train_examples(self, seed):
@@ -160,7 +150,7 @@ class PretrainingData:
     Raises:
       ValueError: bad split, batch size, process index or position.
     """
-    masked_batches.check_batch_request(
+    batch_requests.check_batch_request(
       split, SPLITS, global_batch_size, process_index, process_count, start_position
     )
     if self.records is not None:

@@ -18,7 +18,7 @@ What the trainer relies on:
 
 from absl import logging
 
-from bert_jax.data import text_corpus, tfds_source, tokenization, tokenized_corpus
+from bert_jax.data import batch_requests, corpus_source, tokenization
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.errors import UserInputError
 
@@ -76,19 +76,8 @@ class SegmentData:
     self.tokenizer = tokenization.load_model_tokenizer(
       vocab_path, lowercase=config.lowercase, model_vocab_size=model_vocab_size
     )
-    documents = (
-      tfds_source.documents_for_config(config)
-      if config.tfds_name
-      else text_corpus.read_documents(config.resolved_corpus_paths())
-    )
-    corpus = tokenized_corpus.tokenize_documents(documents, self.tokenizer)
-    train_documents, eval_documents = tokenized_corpus.split_documents(
-      corpus.num_documents, config.eval_fraction
-    )
-    self._corpora = {
-      "train": corpus.select(train_documents),
-      "eval": corpus.select(eval_documents) if len(eval_documents) else None,
-    }
+    splits = corpus_source.read_splits(config, self.tokenizer)
+    self._corpora = {"train": splits.train, "eval": splits.eval}
     self._streams = {}
     self.num_train_examples = 0  # Streams have no epochs of examples (num_train_epochs is 0).
     if global_batch_size is not None:
@@ -97,9 +86,9 @@ class SegmentData:
           self.stream(split, global_batch_size)
     logging.info(
       "causal LM corpus: %d documents (%d held out), %d tokens",
-      corpus.num_documents,
-      len(eval_documents),
-      corpus.num_tokens,
+      splits.corpus.num_documents,
+      splits.num_held_out,
+      splits.corpus.num_tokens,
     )
 
   def stream(self, split: str, global_batch_size: int) -> SegmentStream:
@@ -135,18 +124,15 @@ class SegmentData:
       ``input_ids``, ``document_ids``, ``labels``, ``label_weights``.
     """
     del seed
-    if split not in SPLITS:
-      raise UserInputError(f"split is {split!r}; use one of {SPLITS}")
-    if global_batch_size < 1 or global_batch_size % process_count:
-      raise UserInputError(
-        f"global_batch_size {global_batch_size} is not a positive multiple of "
-        f"process_count {process_count}; every process needs the same share of each batch"
-      )
-    if start_position < 0 or start_position % global_batch_size:
-      raise UserInputError(
-        f"start_position is {start_position}; it counts rows of whole global batches of "
-        f"{global_batch_size} (was the run resumed with another global_batch_size?)"
-      )
+    batch_requests.check_batch_request(
+      split,
+      SPLITS,
+      global_batch_size,
+      process_index,
+      process_count,
+      start_position,
+      whole_batches=True,
+    )
     stream = self.stream(split, global_batch_size)
     num_batches = None
     if split == "eval":

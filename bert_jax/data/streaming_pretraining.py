@@ -255,17 +255,17 @@ def write_streaming(
       w += 1
       corpus = _tokenize_window(window, tokenizer)
       del window
-      train_docs, eval_docs = tokenized_corpus.split_documents(corpus.num_documents, eval_fraction)
+      train_corpus, eval_corpus = corpus.split(eval_fraction)
       rng = np.random.default_rng([seed, process_index] + ([w] if w else []))
-      train, window_counts = make_rows(corpus.select(train_docs), rng)
+      train, window_counts = make_rows(train_corpus, rng)
       num_train = len(train)
       order = rng.permutation(num_train)
       for writer, name, rows in zip(writers, train_names, np.array_split(order, len(writers))):
         _write_rows(writer, train, rows)
         written[name] += len(rows)
       del train
-      if len(eval_docs):
-        held_out, eval_counts = make_rows(corpus.select(eval_docs), rng)
+      if eval_corpus is not None:
+        held_out, eval_counts = make_rows(eval_corpus, rng)
         if eval_writer is None:
           eval_writer = tf.io.TFRecordWriter(os.path.join(output_dir, eval_name))
           written[eval_name] = 0

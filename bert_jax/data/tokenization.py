@@ -14,7 +14,8 @@ import numpy as np
 import tokenizers
 from tokenizers import models, normalizers, pre_tokenizers
 
-from bert_jax.data import files
+from bert_jax.data import bpe_tokenization, files
+from bert_jax.data.vocab_types import SpecialTokenIds, Vocab
 from bert_jax.errors import UserInputError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -23,17 +24,6 @@ CONTINUATION_PREFIX = "##"
 _MAX_INPUT_CHARS_PER_WORD = 100
 # Reserved entries such as [unused17] or [PAD]: never produced by tokenising text.
 _RESERVED_TOKEN = re.compile(r"\[[^\[\]\s]+\]")
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecialTokenIds:
-  """Ids of the special tokens BERT pretraining needs."""
-
-  pad: int
-  unk: int
-  cls: int
-  sep: int
-  mask: int
 
 
 def read_vocab(vocab_path):
@@ -86,53 +76,7 @@ def special_token_ids(tokens, vocab_path="<vocab>"):
   )
 
 
-class _Vocab:
-  """What both tokenizers expose about their vocab: entries in id order and the special ids.
-
-  Subclasses set ``_tokens`` (a tuple of strings in id order) and ``_special_ids``.
-  """
-
-  _tokens: tuple[str, ...]
-  _special_ids: SpecialTokenIds
-  pair_separators = 1  # [SEP]s between a pair's segments: BERT's one, RoBERTa's two.
-
-  def with_special_tokens(self, ids_a, ids_b=None):
-    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (RoBERTa: ``<s> A </s></s> B </s>``).
-
-    Returns:
-      (ids, number of leading ids in segment A, the rest being segment B).
-    """
-    special = self._special_ids
-    first = [special.cls, *ids_a, special.sep]
-    if ids_b is None:
-      return first, len(first)
-    return first + [special.sep] * (self.pair_separators - 1) + [*ids_b, special.sep], len(first)
-
-  def num_special_tokens(self, pair: bool) -> int:
-    """How many ids `with_special_tokens` adds to one segment or a pair."""
-    return 2 + self.pair_separators if pair else 2
-
-  @property
-  def vocab_size(self):
-    """Number of entries in the vocab."""
-    return len(self._tokens)
-
-  @property
-  def special_ids(self):
-    """The :class:`SpecialTokenIds` of this vocab."""
-    return self._special_ids
-
-  @property
-  def tokens(self):
-    """The vocab as a tuple of strings in id order."""
-    return self._tokens
-
-  def convert_ids_to_tokens(self, ids):
-    """The vocab strings of ``ids``, for inspecting batches."""
-    return [self._tokens[i] for i in ids]
-
-
-class WordPieceTokenizer(_Vocab):
+class WordPieceTokenizer(Vocab):
   """A BERT WordPiece tokenizer over a fixed vocab; encodes without adding special tokens."""
 
   def __init__(self, tokens, lowercase=True, vocab_path="<vocab>"):
@@ -271,7 +215,7 @@ def read_sentencepiece(model_path):
     ) from None
 
 
-class SentencePieceTokenizer(_Vocab):
+class SentencePieceTokenizer(Vocab):
   """A SentencePiece model (unigram or BPE) with BERT's special pieces, same interface.
 
   The model must hold [PAD], [UNK], [CLS], [SEP] and [MASK] as pieces (``train_vocab
@@ -338,9 +282,6 @@ def load_tokenizer(path, lowercase=True):
   Returns:
     A :class:`WordPieceTokenizer` or :class:`SentencePieceTokenizer`.
   """
-  # pylint: disable-next=g-import-not-at-top (bpe_tokenization builds on this module)
-  from bert_jax.data import bpe_tokenization
-
   if path.endswith(".json"):
     return bpe_tokenization.ByteLevelBpeTokenizer(path)
   if path.endswith(".model"):

@@ -114,6 +114,15 @@ class TokenizedDocuments:
       ),
     )
 
+  def split(self, eval_fraction):
+    """``(train documents, held-out documents or None)`` as `split_documents` divides them.
+
+    Raises:
+      UserInputError: as `split_documents`.
+    """
+    train, held_out = split_documents(self.num_documents, eval_fraction)
+    return self.select(train), (self.select(held_out) if len(held_out) else None)
+
 
 # Sentences tokenised per call: the tokenizer's per-token objects (strings, offsets) live only
 # for one chunk, and its ids go straight into int32 arrays.

@@ -5,13 +5,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from bert_jax import names
-from bert_jax.config_fields import option
+from bert_jax.config_fields import from_section, option
 from bert_jax.errors import UserInputError
 from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.electra.options import ElectraOptions
 from bert_jax.models.recurrence_options import RecurrenceOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
-from bert_jax.models.transformer_xl import adaptive_config
 from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
 from bert_jax.models.xlm.options import XlmOptions
 
@@ -246,14 +245,12 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
-    adaptive_config.check(self)
-    # The family's own checks. Imported here, not at the top: the registry imports every
-    # family, and their modules import this one.
-    from bert_jax.models import families  # pylint: disable=g-import-not-at-top
-
-    check = families.get(self.family).check_config
-    if check is not None:
-      check(self)
+    # Each section checks itself against the rest of the model, and a family's section the keys
+    # its family needs too, so this module calls no family's code by name.
+    for field in dataclasses.fields(self):
+      check = getattr(getattr(self, field.name), "check_model", None)
+      if check is not None:
+        check(self)
 
   def _check_cudnn(self):
     head_dim = self.head_dim
@@ -330,14 +327,11 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   moved = sorted(set(fields) & set(MOVED_KEYS))
   if moved:
     raise UserInputError(moved_key_message(moved[0]))
-  known = {f.name for f in dataclasses.fields(ModelConfig)}
-  unknown = sorted(set(fields) - known)
-  if unknown:
-    raise UserInputError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
   for name, cls in SECTIONS.items():
     if name in fields and not isinstance(fields[name], cls):
-      fields[name] = _subsection(cls, fields[name], f"model.{name}")
-  return ModelConfig(**fields)
+      present = {k: v for k, v in dict(fields[name]).items() if v is not None}
+      fields[name] = from_section(cls, present, f"model.{name}")
+  return from_section(ModelConfig, fields, "model")
 
 
 def moved_key_message(key: str) -> str:
@@ -370,13 +364,3 @@ def stored_model_section(stored_config: Mapping[str, Any]) -> dict:
     value = model.pop(key)
     model[section] = {name: value, **dict(model.get(section) or {})}
   return model
-
-
-def _subsection(cls, values: Mapping[str, Any], section: str):
-  """A nested options dataclass from its config section; unknown keys are one-line errors."""
-  present = {k: v for k, v in dict(values).items() if v is not None}
-  known = {f.name for f in dataclasses.fields(cls)}
-  unknown = sorted(set(present) - known)
-  if unknown:
-    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
-  return cls(**present)

@@ -29,7 +29,8 @@ instead of testing a family's name or importing the family's modules;
   4. one import and one entry in ``_FAMILIES`` below; its name in `bert_jax.names`
      (``names.FAMILIES``) and in ``tests/test_architecture._FAMILY_CONSTANTS``; its model keys
      on `ModelConfig` (`models/config.py`; family-only option groups as a section such as
-     ``model.electra``, declared with `config_fields.option`);
+     ``model.electra``, declared with `config_fields.option`, whose ``check_model(config)``
+     raises a one-line `UserInputError` for model keys the family cannot compute);
   5. its tests, ``configs/<f>_*.py`` and README rows ("Model families").
 
 No trainer, task, data or tool module changes.

@@ -148,8 +148,6 @@ class Family:
       ``--baseline=hf_flax``; None if transformers has no Flax version.
     hf_torch_baseline: transformers' PyTorch ``BertForPreTraining`` is this model (the
       ``--baseline=hf_torch`` of `tools/benchmark`, `tools/hf_torch_baseline.py`).
-    check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for model keys
-      the family cannot compute (run by `ModelConfig` after its shared checks); None: none.
   """
 
   name: str
@@ -164,7 +162,6 @@ class Family:
   hf: HfInterop | None = None
   hf_baseline: Callable | None = None
   hf_torch_baseline: bool = False
-  check_config: Callable | None = None
 
   @property
   def has_memory(self) -> bool:

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax import names
-from bert_jax.errors import UserInputError
 from bert_jax.models import layers
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.dropout import Dropout
@@ -67,15 +66,6 @@ def last_token_index(input_mask_BL):
   """Index of each row's last real token (XLNet summarises a sequence by its last token)."""
   length = input_mask_BL.shape[1]
   return length - 1 - jnp.argmax((input_mask_BL > 0)[:, ::-1], axis=1)
-
-
-def check_config(config: ModelConfig):
-  """`Family.check_config` of the families with memory: their own unscanned layers."""
-  if config.scan_layers or config.reversible:
-    raise UserInputError(
-      f"model.family={config.family!r} runs its own unscanned, non-reversible layers; set "
-      "model.scan_layers=False and model.reversible=False"
-    )
 
 
 def memory_outputs(memory, layer_inputs, input_mask_BL, memory_ids_BN, mem_len: int):

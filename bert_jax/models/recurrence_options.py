@@ -7,6 +7,7 @@ families leave the section at its defaults (`recurrence.py` computes it).
 
 import dataclasses
 
+from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
@@ -53,6 +54,18 @@ class RecurrenceOptions:
         "model.recurrence.same_length=True makes every token attend to mem_len keys, but "
         f"model.recurrence.mem_len={self.mem_len}; set model.recurrence.mem_len > 0 or "
         "model.recurrence.same_length=False"
+      )
+
+  def check_model(self, config):
+    """The families with memory (`names.RECURRENT_FAMILIES`) run their own unscanned layers.
+
+    Raises:
+      UserInputError: ``config`` (a `ModelConfig` of such a family) scans or reverses layers.
+    """
+    if config.family in names.RECURRENT_FAMILIES and (config.scan_layers or config.reversible):
+      raise UserInputError(
+        f"model.family={config.family!r} runs its own unscanned, non-reversible layers; set "
+        "model.scan_layers=False and model.reversible=False"
       )
 
 

@@ -244,7 +244,11 @@ def from_tf(
   )
   reader = _tf_reader(checkpoint)
   params = tf_weights.params_from_tf(
-    reader.get_variable_to_shape_map(), reader.get_tensor, model, source=checkpoint
+    reader.get_variable_to_shape_map(),
+    reader.get_tensor,
+    model,
+    source=checkpoint,
+    our_shapes=weight_table.param_shapes(families.get(model.family).pretraining_model, model),
   )
   vocab_path = _vocab(vocab, epath.Path(checkpoint).parent / workdir_params.VOCAB_FILE)
   _log_vocab(vocab_path, model)

@@ -35,7 +35,7 @@ def _truncate(ids_a, ids_b, budget: int):
 
 def featurize(lines, tokenizer, max_seq_length: int) -> Features:
   """[CLS] a [SEP] (b [SEP]) token ids of each line (``a ||| b`` for pairs; the tokenizer's
-  pair format, `tokenization._Vocab.with_special_tokens`), padded with 0.
+  pair format, `vocab_types.Vocab.with_special_tokens`), padded with 0.
 
   Args:
     lines: the examples, one string each.

@@ -18,6 +18,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
+from flax import traverse_util
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
@@ -35,16 +36,6 @@ _EMBEDDING_SIZES = {
   "bert/embeddings/position_embeddings/embedding": ("max_position_embeddings", "positions"),
   "bert/embeddings/token_type_embeddings/embedding": ("type_vocab_size", "segment types"),
 }
-
-
-def _flat(tree):
-  def name(key):
-    return str(getattr(key, "key", getattr(key, "name", key)))
-
-  return {
-    "/".join(name(k) for k in path): leaf
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-  }
 
 
 def _stored_model_section(step_dir: epath.Path) -> dict:
@@ -144,7 +135,9 @@ def mismatch_problems(stored: dict, wanted: dict) -> list[str]:
 def _stored_params(step_dir: epath.Path):
   """The checkpoint's params metadata, flat: {path: metadata with .shape}."""
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
-    return _flat(checkpointer.metadata(step_dir / "state").item_metadata.tree["params"])
+    return traverse_util.flatten_dict(
+      checkpointer.metadata(step_dir / "state").item_metadata.tree["params"], sep="/"
+    )
 
 
 def _stored_shapes(stored: dict, wanted: dict) -> dict:
@@ -172,7 +165,7 @@ def check_fits(init_from: str, abstract_params, model_config=None) -> epath.Path
     The checkpoint's step directory.
   """
   step_dir = workdir_lib.find_checkpoint(init_from, flag="init_from")
-  wanted = _flat(abstract_params)
+  wanted = traverse_util.flatten_dict(abstract_params, sep="/")
   stored = _stored_shapes(_stored_params(step_dir), wanted)
   problems = mismatch_problems(stored, {k: v.shape for k, v in wanted.items()})
   if problems:
@@ -198,7 +191,7 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
     abstract_params: the params' ShapeDtypeStructs with shardings (restore targets).
   """
   stored = _stored_params(step_dir)
-  wanted = _flat(abstract_params)
+  wanted = traverse_util.flatten_dict(abstract_params, sep="/")
   to_layout, from_layout = layer_layout.layout(wanted), layer_layout.layout(stored)
   if to_layout and from_layout and to_layout != from_layout:
     # Another layer layout: read on the host, stack or split the layers, then shard.
@@ -209,9 +202,9 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
     stored = converted
   else:
     shared = sorted(set(stored) & set(wanted))
-    target = _unflatten({k: wanted[k] for k in shared})
+    target = traverse_util.unflatten_dict({k: wanted[k] for k in shared}, sep="/")
     with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
-      restored = _flat(
+      restored = traverse_util.flatten_dict(
         checkpointer.restore(
           step_dir / "state",
           args=ocp.args.PyTreeRestore(
@@ -219,7 +212,8 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
             restore_args={"params": ocp.checkpoint_utils.construct_restore_args(target)},
             partial_restore=True,
           ),
-        )["params"]
+        )["params"],
+        sep="/",
       )
   fresh = sorted({k.split("/")[0] for k in set(wanted) - set(stored)})
   dropped = sorted({k.split("/")[0] for k in set(stored) - set(wanted)})
@@ -231,14 +225,14 @@ def overlay_params(params, step_dir: epath.Path, abstract_params):
     ", ".join(fresh) or "none",
     ", ".join(dropped) or "none",
   )
-  flat_params = _flat(params)
+  flat_params = traverse_util.flatten_dict(params, sep="/")
   flat_params.update(restored)
-  return _unflatten(flat_params)
+  return traverse_util.unflatten_dict(flat_params, sep="/")
 
 
 def _restore_numpy(step_dir: epath.Path, stored: dict) -> dict:
   """Every parameter of the checkpoint as a host numpy array, flat."""
-  target = _unflatten(stored)
+  target = traverse_util.unflatten_dict(stored, sep="/")
   restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), target)
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
     restored = checkpointer.restore(
@@ -247,15 +241,4 @@ def _restore_numpy(step_dir: epath.Path, stored: dict) -> dict:
         item={"params": target}, restore_args={"params": restore_args}, partial_restore=True
       ),
     )
-  return _flat(restored["params"])
-
-
-def _unflatten(flat):
-  tree = {}
-  for path, leaf in flat.items():
-    node = tree
-    *parents, name = path.split("/")
-    for key in parents:
-      node = node.setdefault(key, {})
-    node[name] = leaf
-  return tree
+  return traverse_util.flatten_dict(restored["params"], sep="/")

@@ -11,7 +11,7 @@ import ml_collections
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
-from bert_jax.config_fields import option
+from bert_jax.config_fields import from_section, option
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
@@ -85,14 +85,6 @@ class RunSettings:
   distillation: DistillationConfig = DistillationConfig()
 
 
-def _section(cls, values: dict, section: str):
-  known = {f.name for f in dataclasses.fields(cls)}
-  unknown = sorted(set(values) - known)
-  if unknown:
-    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
-  return cls(**values)
-
-
 def _plain(value: Any):
   if isinstance(value, (ml_collections.ConfigDict, ml_collections.FrozenConfigDict)):
     return {k: _plain(v) for k, v in value.items()}
@@ -131,11 +123,13 @@ def settings_from_config(
     data_values["vocab_path"] = registry.resolve_vocab_path(
       data_values.get("vocab_path", ""), init_from
     )
-  data = _section(data_class, data_values, "data")
-  optimizer = _section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
-  mesh = _section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
-  distillation = _section(DistillationConfig, dict(values.pop("distillation", {})), "distillation")
-  trainer = _section(TrainerConfig, values, "top-level")
+  data = from_section(data_class, data_values, "data")
+  optimizer = from_section(OptimizerConfig, dict(values.pop("optimizer", {})), "optimizer")
+  mesh = from_section(MeshConfig, dict(values.pop("mesh", {})), "mesh")
+  distillation = from_section(
+    DistillationConfig, dict(values.pop("distillation", {})), "distillation"
+  )
+  trainer = from_section(TrainerConfig, values, "top-level")
   _check_consistency(trainer, model, data)
   settings = RunSettings(
     trainer=trainer,

@@ -27,6 +27,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
+from flax import traverse_util
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import UserInputError
@@ -41,31 +42,13 @@ _LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
 _SCANNED = "bert/encoder/layers/"
 
 
-def _flat(tree) -> dict:
-  def name(key):
-    return str(getattr(key, "key", getattr(key, "name", key)))
-
-  return {
-    "/".join(name(k) for k in path): leaf
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-  }
-
-
-def _unflatten(flat: dict) -> dict:
-  tree = {}
-  for path, leaf in flat.items():
-    node = tree
-    *parents, leaf_name = path.split("/")
-    for key in parents:
-      node = node.setdefault(key, {})
-    node[leaf_name] = leaf
-  return tree
-
-
 def _stored_shapes(step_dir: epath.Path) -> dict:
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
     metadata = checkpointer.metadata(step_dir / workdir_lib.STATE_ITEM).item_metadata.tree
-  return {path: tuple(leaf.shape) for path, leaf in _flat(metadata["params"]).items()}
+  return {
+    path: tuple(leaf.shape)
+    for path, leaf in traverse_util.flatten_dict(metadata["params"], sep="/").items()
+  }
 
 
 def _shapes_and_shardings(task, mesh, rules):
@@ -103,7 +86,7 @@ def load_params(task, mesh, rules):
   if teacher.step_dir is None:
     raise no_checkpoint_error(task.settings.teacher)
   shapes, shardings = _shapes_and_shardings(task, mesh, rules)
-  wanted = _flat(shapes)
+  wanted = traverse_util.flatten_dict(shapes, sep="/")
   step_dir = epath.Path(teacher.step_dir)
   stored = _stored_shapes(step_dir)
   problems = [
@@ -117,13 +100,14 @@ def load_params(task, mesh, rules):
       f"{len(problems)} parameters, e.g. {'; '.join(problems[:3])}; a teacher needs its encoder "
       "and masked-LM head (a pretraining run, or a converted *ForMaskedLM / *ForPreTraining)"
     )
-  flat_shardings = _flat(shardings)
+  flat_shardings = traverse_util.flatten_dict(shardings, sep="/")
   present = {path: leaf for path, leaf in wanted.items() if path in stored}
-  target = _unflatten(
+  target = traverse_util.unflatten_dict(
     {
       path: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=flat_shardings[path])
       for path, leaf in present.items()
-    }
+    },
+    sep="/",
   )
   with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as checkpointer:
     restored = checkpointer.restore(
@@ -134,11 +118,11 @@ def load_params(task, mesh, rules):
         partial_restore=True,
       ),
     )["params"]
-  flat = _flat(restored)
+  flat = traverse_util.flatten_dict(restored, sep="/")
   for path in sorted(set(wanted) - set(present)):  # Unused heads: zeros, never read.
     leaf = wanted[path]
     flat[path] = jax.device_put(np.zeros(leaf.shape, leaf.dtype), flat_shardings[path])
-  return _unflatten(flat), shardings
+  return traverse_util.unflatten_dict(flat, sep="/"), shardings
 
 
 def fingerprint(params, model_config) -> str:
@@ -157,7 +141,7 @@ def fingerprint(params, model_config) -> str:
   sums = jax.device_get(jax.jit(lambda p: jax.tree.map(leaf_sums, p))(params))
   digest = hashlib.sha256()
   digest.update(json.dumps(dataclasses.asdict(model_config), sort_keys=True).encode())
-  for path, value in sorted(_flat(sums).items()):
+  for path, value in sorted(traverse_util.flatten_dict(sums, sep="/").items()):
     digest.update(f"{path}:{int(value[0])}:{int(value[1])};".encode())
   return digest.hexdigest()[:16]
 
@@ -211,16 +195,23 @@ def every_other_layer_map(student_shapes: dict, teacher_shapes: dict, teacher_la
 
 def _student_init(teacher_params, teacher_layers: int, abstract_params, params_shardings):
   """params -> the student's params overlaid with the mapped teacher parameters (one jit)."""
-  student_shapes = {p: tuple(x.shape) for p, x in _flat(abstract_params).items()}
-  teacher_shapes = {p: tuple(x.shape) for p, x in _flat(teacher_params).items()}
+  student_shapes = {
+    p: tuple(x.shape) for p, x in traverse_util.flatten_dict(abstract_params, sep="/").items()
+  }
+  teacher_shapes = {
+    p: tuple(x.shape) for p, x in traverse_util.flatten_dict(teacher_params, sep="/").items()
+  }
   mapping = every_other_layer_map(student_shapes, teacher_shapes, teacher_layers)
 
   def overlay(student, teacher):
-    flat, source = _flat(student), _flat(teacher)
+    flat, source = (
+      traverse_util.flatten_dict(student, sep="/"),
+      traverse_util.flatten_dict(teacher, sep="/"),
+    )
     for path, (teacher_path, stride) in mapping.items():
       value = source[teacher_path]
       flat[path] = value if stride is None else value[stride]
-    return _unflatten(flat)
+    return traverse_util.unflatten_dict(flat, sep="/")
 
   overlay_jit = jax.jit(overlay, out_shardings=params_shardings)
 

@@ -6,6 +6,9 @@ checkpoints (no ``albert.`` prefix, no heads) and ``AlbertForMaskedLM`` ones (no
 too; the MLM decoder is tied to the word table and its bias to ``predictions.bias``.
 """
 
+import functools
+
+from bert_jax.models.albert.model import AlbertForPreTraining
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.interop import hf_weights, weight_table
 from bert_jax.models.interop.hf_state import HfState
@@ -73,7 +76,15 @@ def rows(config: ModelConfig):
   return _FIXED_ROWS + layer_rows + _HEAD_ROWS
 
 
-_STATE = HfState(rows, "ALBERT", _PREFIX, _TRUNK_PARTS, tied=_TIED_DECODER, ignored=_IGNORED)
+_STATE = HfState(
+  rows,
+  "ALBERT",
+  _PREFIX,
+  _TRUNK_PARTS,
+  tied=_TIED_DECODER,
+  ignored=_IGNORED,
+  our_shapes=functools.partial(weight_table.param_shapes, AlbertForPreTraining),
+)
 params_from_hf = _STATE.params_from_hf
 hf_from_params = _STATE.hf_from_params
 

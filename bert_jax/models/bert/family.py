@@ -2,6 +2,7 @@
 
 from bert_jax import names
 from bert_jax.models import flops
+from bert_jax.models.bert import hf as bert_hf
 from bert_jax.models.bert.model import BertEncoder, BertForPreTraining
 from bert_jax.models.family_spec import Family, table_interop
 from bert_jax.models.interop import hf_baseline, hf_config, hf_weights
@@ -24,8 +25,8 @@ FAMILY = Family(
     model_config=hf_config.model_config_from_bert_config,
     config_json=hf_config.bert_config_from_model_config,
     rows=hf_weights.rows,
-    params_from_hf=hf_weights.params_from_hf,
-    hf_from_params=hf_weights.hf_from_params,
+    params_from_hf=bert_hf.params_from_hf,
+    hf_from_params=bert_hf.hf_from_params,
     architecture=_bert_architecture,
   ),
   hf_baseline=hf_baseline.bert_pretraining,

@@ -8,9 +8,12 @@ projections per head. Hugging Face's DistilBERT hard-codes LayerNorm epsilon 1e-
 token types; only learned (not sinusoidal) positions and the exact GELU are accepted.
 """
 
+import functools
+
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.distilbert.model import DistilBertForMaskedLM
 from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.hf_state import HfState
@@ -136,7 +139,13 @@ def rows(config: ModelConfig):
 
 
 _STATE = HfState(
-  rows, "DistilBERT", _PREFIX, _TRUNK_PARTS, tied={_TIED_PROJECTOR: _WORD_TABLE}, ignored=_IGNORED
+  rows,
+  "DistilBERT",
+  _PREFIX,
+  _TRUNK_PARTS,
+  tied={_TIED_PROJECTOR: _WORD_TABLE},
+  ignored=_IGNORED,
+  our_shapes=functools.partial(weight_table.param_shapes, DistilBertForMaskedLM),
 )
 params_from_hf = _STATE.params_from_hf
 hf_from_params = _STATE.hf_from_params

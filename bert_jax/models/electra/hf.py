@@ -21,6 +21,7 @@ import numpy as np
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.electra.model import ElectraForPreTraining
 from bert_jax.models.electra.options import ElectraOptions, generator_config
 from bert_jax.models.interop import hf_config, hf_weights, weight_table
 from bert_jax.models.interop.weight_table import Row
@@ -160,7 +161,12 @@ def params_from_hf(discriminator, generator, config: ModelConfig, source: str):
     ignored |= {GENERATOR_PREFIX + _PREFIX + theirs for _, theirs in _EMBEDDING_TABLES}
     ignored |= {GENERATOR_PREFIX + name for name in (_TIED_DECODER, *_IGNORED)}
   return weight_table.import_state(
-    rows(config), tensors, config, source=source, ignored=frozenset(ignored)
+    rows(config),
+    tensors,
+    config,
+    source=source,
+    ignored=frozenset(ignored),
+    our_shapes=weight_table.param_shapes(ElectraForPreTraining, config),
   )
 
 
@@ -190,6 +196,7 @@ def lone_generator_params_from_hf(state, config: ModelConfig, source: str):
     config,
     source=source,
     ignored=frozenset((_TIED_DECODER, *_IGNORED)),
+    our_shapes=weight_table.param_shapes(ElectraForPreTraining, config),
   )
 
 

@@ -49,6 +49,15 @@ class ElectraOptions:
         "(the paper samples at 1)"
       )
 
+  def check_model(self, config):
+    """An electra ``config`` (a `ModelConfig`) must have a generator that fits.
+
+    Raises:
+      UserInputError: as `generator_config`.
+    """
+    if config.family == names.ELECTRA:
+      generator_config(config)
+
 
 def generator_config(config):
   """The generator's `ModelConfig`, derived from the discriminator's.

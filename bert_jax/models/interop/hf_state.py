@@ -25,8 +25,8 @@ class HfState:
     tied: ``{copy: original}`` of tensors stored twice (`weight_table.fold_tied_copies`),
       dropped once checked.
     ignored: other names known and deliberately not converted (buffers).
-    our_shapes: ``ModelConfig -> {path: shape}`` of the params; None: the family's
-      pretraining model's (`weight_table.param_shapes`).
+    our_shapes: ``ModelConfig -> {path: shape}`` of the params, e.g. `weight_table.param_shapes`
+      of the family's pretraining model.
   """
 
   rows: Callable
@@ -35,7 +35,7 @@ class HfState:
   trunk_parts: tuple = ()
   tied: Mapping = dataclasses.field(default_factory=dict)
   ignored: tuple = ()
-  our_shapes: Callable | None = None
+  our_shapes: Callable = dataclasses.field(kw_only=True)
 
   def params_from_hf(self, state, config: ModelConfig, source: str = "the state dict"):
     """Builds bert_jax params (unscanned) from a state dict of the trunk or a head class.
@@ -62,7 +62,7 @@ class HfState:
       config,
       source=source,
       ignored=frozenset(self.tied) | frozenset(self.ignored),
-      our_shapes=None if self.our_shapes is None else self.our_shapes(config),
+      our_shapes=self.our_shapes(config),
     )
 
   def hf_from_params(self, params, config: ModelConfig):

@@ -93,28 +93,16 @@ def rows(config: ModelConfig):
   return EMBEDDING_ROWS + encoder_rows + HEAD_ROWS
 
 
-def _current_name(name: str) -> str:
-  """The name of a tensor of an old checkpoint (LayerNorm ``gamma`` / ``beta``) today."""
-  if ".LayerNorm." in name:
-    name = name.replace(".LayerNorm.gamma", ".LayerNorm.weight").replace(
-      ".LayerNorm.beta", ".LayerNorm.bias"
-    )
-  return name
-
-
-_STATE = HfState(
-  rows,
-  "BERT",
-  _PREFIX,
-  _TRUNK_PARTS,
-  tied=_TIED_DECODER,
-  ignored=_IGNORED,
-)
-hf_from_params = _STATE.hf_from_params
-
-
-def params_from_hf(state, config: ModelConfig, source: str = "the state dict"):
-  """`HfState.params_from_hf` of any BERT checkpoint flavour (old LayerNorm names too)."""
-  return _STATE.params_from_hf(
-    {_current_name(name): value for name, value in state.items()}, config, source
+def hf_state(our_shapes) -> HfState:
+  """BERT's state dicts as an `HfState` (``bert.`` prefix, tied MLM decoder, the position-id
+  buffer), with the params' shapes from ``our_shapes`` (``ModelConfig -> {path: shape}``, the
+  pretraining model's, e.g. `weight_table.param_shapes` of it)."""
+  return HfState(
+    rows,
+    "BERT",
+    _PREFIX,
+    _TRUNK_PARTS,
+    tied=_TIED_DECODER,
+    ignored=_IGNORED,
+    our_shapes=our_shapes,
   )

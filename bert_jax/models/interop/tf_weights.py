@@ -71,7 +71,7 @@ def _is_bookkeeping(name: str) -> bool:
   return name.rsplit("/", 1)[-1] in _OPTIMIZER_SLOTS or name in _BOOKKEEPING
 
 
-def params_from_tf(variable_shapes, read, config: ModelConfig, source: str):
+def params_from_tf(variable_shapes, read, config: ModelConfig, source: str, our_shapes):
   """Builds bert_jax params (unscanned layout) from a TF BERT checkpoint.
 
   Args:
@@ -79,6 +79,8 @@ def params_from_tf(variable_shapes, read, config: ModelConfig, source: str):
     read: variable name -> numpy array (``CheckpointReader.get_tensor``).
     config: the model of the checkpoint's ``bert_config.json``.
     source: the checkpoint path, for error messages.
+    our_shapes: path -> shape of the params (`weight_table.param_shapes` of the family's
+      pretraining model).
 
   Returns:
     Nested dict of float32 numpy arrays (``bert``, and the heads the checkpoint has).
@@ -88,5 +90,11 @@ def params_from_tf(variable_shapes, read, config: ModelConfig, source: str):
   """
   ignored = frozenset(name for name in variable_shapes if _is_bookkeeping(name))
   return weight_table.import_params(
-    rows(config), variable_shapes, read, config, source=source, ignored=ignored
+    rows(config),
+    variable_shapes,
+    read,
+    config,
+    source=source,
+    our_shapes=our_shapes,
+    ignored=ignored,
   )

@@ -191,15 +191,13 @@ def module_shapes(module: nn.Module) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def param_shapes(config: ModelConfig) -> dict:
-  """{"bert/encoder/layer_0/...": shape} of the family's pretraining model, unscanned layout."""
-  # Here, not at the top: the registry imports every family's weight table, which imports this.
-  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
-
+def param_shapes(model: type[nn.Module], config: ModelConfig) -> dict:
+  """{"bert/encoder/layer_0/...": shape} of ``model`` (a family's pretraining model class, as
+  its `family_spec.Family` record names it) built for ``config``, unscanned layout."""
   config = dataclasses.replace(
     config, scan_layers=False, remat_policy="none", attention_kind="dense"
   )
-  return module_shapes(families.get(config.family).pretraining_model(config))
+  return module_shapes(model(config))
 
 
 def _examples(names, count=3, separator=", "):
@@ -215,8 +213,8 @@ def import_params(
   config: ModelConfig,
   *,
   source: str,
+  our_shapes: Mapping[str, tuple],
   ignored=frozenset(),
-  our_shapes=None,
 ):
   """Checks a foreign checkpoint against ``rows`` and returns bert_jax params (numpy, float32).
 
@@ -226,8 +224,8 @@ def import_params(
     read: name -> array, called only once everything checks out.
     config: the model the checkpoint must fit.
     source: the checkpoint's path, for the message.
+    our_shapes: path -> shape of the bert_jax params (`param_shapes`).
     ignored: names of tensors that are known and deliberately not converted.
-    our_shapes: path -> shape of the bert_jax params (default: BERT's, `param_shapes`).
 
   Returns:
     Nested dict of params of the groups the checkpoint holds.
@@ -235,7 +233,6 @@ def import_params(
   Raises:
     UserInputError: one line listing missing, unexpected and mis-shaped tensors.
   """
-  our_shapes = param_shapes(config) if our_shapes is None else our_shapes
   present = {row.group for row in rows if row.theirs in their_shapes} | {REQUIRED_GROUP}
   wanted = [row for row in rows if row.group in present]
   missing = [row.theirs for row in wanted if row.theirs not in their_shapes]

@@ -15,7 +15,7 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.models.family_spec import HfInterop, table_interop
 from bert_jax.models.interop import hf_config, hf_weights, weight_table
 from bert_jax.models.interop.hf_state import HfState
-from bert_jax.models.roberta.model import PADDING_IDX
+from bert_jax.models.roberta.model import PADDING_IDX, RobertaForMaskedLM
 
 _PREFIX = "roberta."
 _TRUNK_PARTS = ("embeddings.", "encoder.", "pooler.")  # RobertaModel names lack the prefix.
@@ -88,7 +88,7 @@ def rows(config: ModelConfig):
 def _our_shapes(config: ModelConfig) -> dict:
   # The pretraining model (RobertaForMaskedLM) has no pooler; RobertaModel checkpoints do.
   hidden = config.hidden_size
-  shapes = dict(weight_table.param_shapes(config))
+  shapes = dict(weight_table.param_shapes(RobertaForMaskedLM, config))
   shapes.update({"bert/pooler/kernel": (hidden, hidden), "bert/pooler/bias": (hidden,)})
   return shapes
 

@@ -52,6 +52,20 @@ class AdaptiveOptions:
     if self.div_val < 1:
       raise UserInputError(f"model.adaptive.div_val={self.div_val} must be >= 1 (1 = one table)")
 
+  def check_model(self, config):
+    """This section against the rest of ``config`` (a `ModelConfig`), and the keys family
+    transformer_xl needs.
+
+    Raises:
+      UserInputError: as `check`, or a transformer_xl model that is not causal.
+    """
+    check(config)
+    if config.family == names.TRANSFORMER_XL and not config.causal:
+      raise UserInputError(
+        "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
+        "tokens and itself); set model.causal=True"
+      )
+
 
 def clusters(config):
   """[(first id, end id, table width)] per cluster of a `ModelConfig` (one without cutoffs)."""

@@ -1,21 +1,10 @@
 """The transformer_xl family's `family_spec.Family` record (registered in `models/families.py`)."""
 
 from bert_jax import names
-from bert_jax.errors import UserInputError
-from bert_jax.models import flops, recurrence
+from bert_jax.models import flops
 from bert_jax.models.family_spec import Family, module_interop
 from bert_jax.models.transformer_xl import hf as transformer_xl_weights
 from bert_jax.models.transformer_xl.model import TransformerXLEncoder, TransformerXLLMHeadModel
-
-
-def _check_config(config):
-  recurrence.check_config(config)
-  if not config.causal:
-    raise UserInputError(
-      "model.family='transformer_xl' is a causal LM (each token sees the memory, earlier "
-      "tokens and itself); set model.causal=True"
-    )
-
 
 # Pretrains as a causal LM with memory (data.objective='clm') only, not on masked positions.
 FAMILY = Family(
@@ -26,7 +15,6 @@ FAMILY = Family(
   pretraining_objective="",
   sentence_head=False,
   causal_lm_model=TransformerXLLMHeadModel,
-  check_config=_check_config,
   plain_examples=True,
   hf=module_interop("Transformer-XL", transformer_xl_weights),
 )

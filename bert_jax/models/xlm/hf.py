@@ -9,6 +9,8 @@ to the word table (a .bin file repeats it). Only what bert_jax computes converts
 GELU (``gelu_activation``), a full softmax (not ``asm``), an FFN of 4 x ``emb_dim``.
 """
 
+import functools
+
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models.config import ModelConfig, model_config_from_dict
@@ -16,6 +18,7 @@ from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.xlm.model import XlmWithLMHead
 
 MODEL_TYPE = "xlm"
 _PREFIX = "transformer."
@@ -179,7 +182,13 @@ def rows(config: ModelConfig):
 
 
 _STATE = HfState(
-  rows, "XLM", _PREFIX, _TRUNK_PARTS, tied={_TIED_PROJECTION: _WORD_TABLE}, ignored=_IGNORED
+  rows,
+  "XLM",
+  _PREFIX,
+  _TRUNK_PARTS,
+  tied={_TIED_PROJECTION: _WORD_TABLE},
+  ignored=_IGNORED,
+  our_shapes=functools.partial(weight_table.param_shapes, XlmWithLMHead),
 )
 params_from_hf = _STATE.params_from_hf
 hf_from_params = _STATE.hf_from_params

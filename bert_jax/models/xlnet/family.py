@@ -1,7 +1,7 @@
 """The xlnet family's `family_spec.Family` record (registered in `models/families.py`)."""
 
 from bert_jax import names
-from bert_jax.models import flops, recurrence
+from bert_jax.models import flops
 from bert_jax.models.family_spec import PERMUTATION_LM, Family, module_interop
 from bert_jax.models.xlnet import hf as xlnet_weights
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
@@ -14,6 +14,5 @@ FAMILY = Family(
   pretraining_objective=PERMUTATION_LM,
   sentence_head=False,
   causal_lm_model=XLNetLMHeadModel,
-  check_config=recurrence.check_config,
   hf=module_interop("XLNet", xlnet_weights),
 )
