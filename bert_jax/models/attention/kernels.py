@@ -37,25 +37,15 @@ class KernelInputs:
 
 
 def _dense(inputs: KernelInputs):
-  query_BLHD, key_BLHD, value_BLHD = inputs.heads
   dropout_rng = inputs.rngs.get("dropout")
+  dropout = dict(dropout_rate=inputs.dropout_rate, dropout_rng=dropout_rng)
   if inputs.sow_probs is None:
     # The hand-written backward pass; the same maths as `dense_attention`.
-    return dense.dense_attention_vjp(
-      query_BLHD,
-      key_BLHD,
-      value_BLHD,
-      inputs.segment_ids_BL,
-      dropout_rate=inputs.dropout_rate,
-      dropout_rng=dropout_rng,
-    )
+    return dense.dense_attention_vjp(*inputs.heads, inputs.segment_ids_BL, **dropout)
   out_BLHD, probs_BHQK = dense.dense_attention(
-    query_BLHD,
-    key_BLHD,
-    value_BLHD,
+    *inputs.heads,
     inputs.segment_ids_BL,
-    dropout_rate=inputs.dropout_rate,
-    dropout_rng=dropout_rng,
+    **dropout,
     deterministic=dropout_rng is None,
     return_probs=True,
   )
