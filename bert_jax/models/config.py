@@ -8,6 +8,8 @@ from bert_jax import names
 from bert_jax.config_fields import from_section, option
 from bert_jax.errors import UserInputError
 from bert_jax.models.albert.options import AlbertOptions
+from bert_jax.models.attention import chunk_window
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.electra.options import ElectraOptions
 from bert_jax.models.recurrence_options import RecurrenceOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
@@ -31,11 +33,6 @@ SIZE_HELP = (
 )
 _DEFAULT_LAYERS, _DEFAULT_HIDDEN, _DEFAULT_HEADS = MODEL_SIZES[DEFAULT_SIZE]
 
-# "auto" = flash on GPU, splash or flash on TPU where they apply, else dense (attention/auto.py).
-ATTENTION_KINDS = ("dense", "fused", "splash", "cudnn", "flash", "auto", "lsh", "local")
-# Head sizes the flash kernels take (GPU and TPU alike): powers of two (Triton's tiles), 16 at
-# least (its products).
-FLASH_HEAD_DIMS = (16, 32, 64, 128, 256)
 # "auto" = "xla" until the Triton kernels are timed against XLA's norm on a GPU.
 LAYER_NORM_KINDS = ("auto", "xla", "triton")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
@@ -65,10 +62,9 @@ class LshOptions:
   dedup_correction: bool = option(True, help="lsh: count a key seen in several rounds once.")
 
   def __post_init__(self):
-    if self.chunk_len < 1:
-      raise UserInputError(
-        f"model.lsh.chunk_len={self.chunk_len} must be >= 1; typical values are 64-256"
-      )
+    chunk_window.check_window(
+      self.chunk_len, self.n_chunks_before, self.n_chunks_after, prefix="model.lsh."
+    )
     if self.n_hashes < 1:
       raise UserInputError(
         f"model.lsh.n_hashes={self.n_hashes} must be >= 1; use 1-8 hash "
@@ -86,11 +82,6 @@ class LshOptions:
         f"model.lsh.n_buckets={self.n_buckets} must be even (an even count, "
         "a tuple of even factors such as (16, 32), or 0 for the default "
         "2 * seq_len // chunk_len)"
-      )
-    if self.n_chunks_before < 0 or self.n_chunks_after < 0:
-      raise UserInputError(
-        f"model.lsh.n_chunks_before={self.n_chunks_before} and n_chunks_after="
-        f"{self.n_chunks_after} must be >= 0; use 0 for no neighbour on that side"
       )
 
 
@@ -194,11 +185,7 @@ class ModelConfig:
         f"model.hidden_size={self.hidden_size} is not divisible by model.num_heads="
         f"{self.num_heads}; pick a head count that divides the hidden size"
       )
-    if self.attention_kind not in ATTENTION_KINDS:
-      raise UserInputError(
-        f"model.attention_kind={self.attention_kind!r} is unknown; "
-        f"choose one of {', '.join(ATTENTION_KINDS)}"
-      )
+    attention = attention_kinds.get(self.attention_kind)  # Refuses an unknown kind.
     if self.layer_norm_kind not in LAYER_NORM_KINDS:
       raise UserInputError(
         f"model.layer_norm_kind={self.layer_norm_kind!r} is unknown; "
@@ -213,19 +200,7 @@ class ModelConfig:
       raise UserInputError(
         f"model.dtype={self.dtype!r} is unknown; choose one of {', '.join(COMPUTE_DTYPES)}"
       )
-    if self.attention_kind in ("fused", "splash", "cudnn") and self.attention_dropout_rate > 0:
-      raise UserInputError(
-        f"model.attention_kind={self.attention_kind!r} has no attention-probability dropout; "
-        "set model.attention_dropout_rate=0.0 or use model.attention_kind='dense' or 'auto'"
-      )
-    if self.attention_kind == "cudnn":
-      self._check_cudnn()
-    if self.attention_kind == "flash" and self.head_dim not in FLASH_HEAD_DIMS:
-      raise UserInputError(
-        f"model.attention_kind='flash' takes head_dim {', '.join(map(str, FLASH_HEAD_DIMS))}, "
-        f"got head_dim={self.head_dim}; change model.num_heads or use "
-        "model.attention_kind='dense'"
-      )
+    attention.check_config(self)
     if self.ffn_chunk_len < 0:
       raise UserInputError(
         f"model.ffn_chunk_len={self.ffn_chunk_len} must be >= 0; use 0 for "
@@ -251,19 +226,6 @@ class ModelConfig:
       check = getattr(getattr(self, field.name), "check_model", None)
       if check is not None:
         check(self)
-
-  def _check_cudnn(self):
-    head_dim = self.head_dim
-    if self.dtype != "bfloat16":
-      raise UserInputError(
-        f"model.attention_kind='cudnn' runs in bf16, but model.dtype={self.dtype!r}; set "
-        "model.dtype=bfloat16 or model.attention_kind='dense'"
-      )
-    if head_dim > 128 or head_dim % 8:
-      raise UserInputError(
-        f"model.attention_kind='cudnn' takes heads of at most 128 and a multiple of 8, got "
-        f"head_dim={head_dim}; change model.num_heads or use model.attention_kind='dense'"
-      )
 
   @property
   def head_dim(self) -> int:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models import layers, reversible
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.blocks import EncoderBlock, ReversibleBlock
 from bert_jax.models.config import ModelConfig
 
@@ -100,9 +101,7 @@ class Encoder(nn.Module):
       params_N = jax.tree.map(
         lambda *leaves: jnp.stack(leaves), *[params[f"layer_{i}"] for i in range(config.num_layers)]
       )
-    rng_names = []
-    if config.attention_kind == "lsh":
-      rng_names.append("hashing")
+    rng_names = list(attention_kinds.get(config.attention_kind).rngs)
     if not self.deterministic:
       rng_names.append("dropout")
     rngs_N = {name: jax.random.split(self.make_rng(name), config.num_layers) for name in rng_names}

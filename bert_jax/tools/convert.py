@@ -57,13 +57,12 @@ from bert_jax import environment
 from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.interop import hf_config, safetensors_files, tf_weights, weight_table
 from bert_jax.tools import cli, hf_model_dirs, workdir_params
 
 _TOKENIZER_JSON = "tokenizer.json"
 _HF_VOCAB_FILES = (workdir_params.VOCAB_FILE, "vocab.json", "sentencepiece.bpe.model")
-# Attention kinds that compute something else than BERT's dense softmax attention.
-_APPROXIMATE_ATTENTION = ("lsh", "local")
 
 
 def _define_flags(flag_values: flags.FlagValues):
@@ -284,7 +283,7 @@ def to_hf(
     safetensors_files.parse_size(max_shard_size)  # A bad size fails before any work.
   run = workdir_params.read_run(workdir)
   model = run.model
-  if model.reversible or model.attention_kind in _APPROXIMATE_ATTENTION:
+  if model.reversible or attention_kinds.get(model.attention_kind).approximate:
     raise UserInputError(
       f"{workdir} holds a model with attention_kind={model.attention_kind!r}, reversible="
       f"{model.reversible}; Hugging Face BERT has dense attention in post-LN layers only"

@@ -41,6 +41,7 @@ from etils import epath
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
@@ -49,8 +50,6 @@ from bert_jax.tools import cli, embed_examples, embed_recurrent, workdir_params
 from bert_jax.tools.embed_examples import Features
 
 POOLINGS = ("none", "cls", "mean")
-# Kinds that approximate dense attention; every other kind is run as "dense" (same function).
-_APPROXIMATE_ATTENTION = ("lsh", "local")
 
 
 # The modules whose outputs are hidden states: the embeddings (factorised: their projection to
@@ -161,7 +160,9 @@ def embed_features(
   """
   if model.reversible:
     raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
-  approximate = model.attention_kind in _APPROXIMATE_ATTENTION
+  # An approximate kind keeps its own function; every other kind is run as "dense" (the same
+  # function, with probabilities to show).
+  approximate = attention_kinds.get(model.attention_kind).approximate
   if with_attention and approximate:
     raise UserInputError(
       f"--attention needs dense attention; this run's attention_kind is "

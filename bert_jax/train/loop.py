@@ -12,6 +12,7 @@ from etils import epath
 
 from bert_jax import workdir as workdir_lib
 from bert_jax.errors import NonFiniteLossError, UserInputError
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
@@ -230,11 +231,11 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
 
 def _packed_rows_hint(model) -> str:
   """The other cause of NaN with cuDNN attention: rows that hold several documents."""
-  if model.attention_kind != "cudnn":
+  if not attention_kinds.get(model.attention_kind).masks_by_length:
     return ""
   return (
-    " (attention_kind='cudnn' makes rows that hold several documents NaN: packed records "
-    "need model.attention_kind='dense')"
+    f" (attention_kind={model.attention_kind!r} makes rows that hold several documents NaN: "
+    "packed records need model.attention_kind='dense')"
   )
 
 

@@ -14,6 +14,7 @@ from bert_jax import workdir as workdir_lib
 from bert_jax.config_fields import from_section, option
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks import registry
@@ -149,13 +150,15 @@ def _check_consistency(trainer: TrainerConfig, model: ModelConfig, data):
       f"data.max_seq_length={data.max_seq_length} exceeds model.max_position_embeddings="
       f"{model.max_position_embeddings}; shorten the sequences or add position embeddings"
     )
-  if model.attention_kind == "cudnn" and getattr(data, "packing", None) == "full_sentences":
+  attention = attention_kinds.get(model.attention_kind)
+  if attention.masks_by_length and getattr(data, "packing", None) == "full_sentences":
     raise UserInputError(
-      "model.attention_kind='cudnn' masks by sequence length and cannot keep the documents of "
-      "data.packing='full_sentences' apart; use model.attention_kind='auto' or 'dense'"
+      f"model.attention_kind={attention.name!r} masks by sequence length and cannot keep the "
+      "documents of data.packing='full_sentences' apart; use model.attention_kind='auto' or "
+      "'dense'"
     )
   chunk_len = model.lsh.chunk_len
-  if model.attention_kind in ("lsh", "local") and data.max_seq_length % chunk_len:
+  if attention.chunked and data.max_seq_length % chunk_len:
     raise UserInputError(
       f"data.max_seq_length={data.max_seq_length} is not a multiple of model.lsh.chunk_len="
       f"{chunk_len} (attention_kind={model.attention_kind!r} needs whole chunks); use e.g. "

@@ -14,7 +14,6 @@ at seq 128 the two are within 2% (23.7 against 24.0 ms), and dense stays. Everyw
 (CPU, lengths the kernels do not tile, head sizes flash does not take) the dense kernel runs.
 """
 
-from bert_jax.models import config as config_lib
 from bert_jax.models.attention import blocks
 
 # From this length on, flash attention with dropout beats dense attention on TPU.
@@ -33,7 +32,7 @@ def auto_kind(platform: str, length: int, attention_dropout_rate: float, head_di
   Returns:
     "splash", "flash" or "dense"; all three have the same parameters.
   """
-  flash_head = head_dim in config_lib.FLASH_HEAD_DIMS
+  flash_head = head_dim in blocks.FLASH_HEAD_DIMS
   if platform == "gpu":
     return "flash" if flash_head and length % blocks.TRITON_MIN_BLOCK == 0 else "dense"
   if platform != "tpu" or length % blocks.TPU_LANES:

@@ -6,6 +6,9 @@ from bert_jax.errors import UserInputError
 TPU_LANES = 128
 # Triton's smallest matrix product edge: the Triton flash kernels tile lengths in multiples of it.
 TRITON_MIN_BLOCK = 16
+# Head sizes the flash kernels take (GPU and TPU alike): powers of two (Triton's tiles), 16 at
+# least (its products).
+FLASH_HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 def largest_dividing(length: int, choices, kernel: str) -> int:

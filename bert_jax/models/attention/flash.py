@@ -20,10 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.errors import UserInputError
-from bert_jax.models import config as config_lib
 from bert_jax.models import layers, per_shard
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import flash_calls, flash_dropout, flash_launch, flash_tpu
+from bert_jax.models.attention import blocks, flash_calls, flash_dropout, flash_launch, flash_tpu
 
 
 def _no_bias(operand_BLHD):
@@ -227,9 +226,9 @@ def flash_attention_packed(
 
 
 def _check(head_dim: int, dropout_rate: float, dropout_rng):
-  if head_dim not in config_lib.FLASH_HEAD_DIMS:
+  if head_dim not in blocks.FLASH_HEAD_DIMS:
     raise UserInputError(
-      f"attention_kind='flash' takes head_dim {', '.join(map(str, config_lib.FLASH_HEAD_DIMS))}"
+      f"attention_kind='flash' takes head_dim {', '.join(map(str, blocks.FLASH_HEAD_DIMS))}"
       f", got head_dim={head_dim}; change model.num_heads or use model.attention_kind='dense'"
     )
   if not 0.0 <= dropout_rate < 1.0:

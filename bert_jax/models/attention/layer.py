@@ -1,16 +1,19 @@
 """Multi-head self-attention layer: projections around a pure attention kernel.
 
-The kernel is chosen by `ModelConfig.attention_kind`. Dense kinds project queries, keys and
-values separately (parameter names follow BERT); ``lsh`` shares the query/key projection as the
-Reformer does, so it has no ``key`` parameter.
+The kernel is chosen by `ModelConfig.attention_kind`, whose record (`kinds`) says which
+projections it reads: queries, keys and values (parameter names follow BERT), or for ``lsh``
+one shared query/key projection as the Reformer has (no ``key`` parameter).
 """
+
+import functools
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.models import layers
 from bert_jax.models import platform as platform_lib
-from bert_jax.models.attention import auto, cudnn, dense, flash, local, lsh, splash
+from bert_jax.models.attention import kernels
+from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.config import ModelConfig
 
 
@@ -116,114 +119,56 @@ class SelfAttention(nn.Module):
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL):
     config = self.config
-    kind = config.attention_kind
     platform = platform_lib.current_platform()
-    # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py),
-    # and only the dense kernel has them.
+    # Probabilities are kept only where the caller collects "intermediates" (tools/embed.py).
     keep_probs = self.is_mutable_collection("intermediates")
-    if kind == "auto" and keep_probs:
-      kind = "dense"
-    elif kind == "auto":
-      kind = auto.auto_kind(
-        platform, x_BLD.shape[1], config.attention_dropout_rate, config.head_dim
-      )
-    dtype = jnp.dtype(config.dtype)
-    fused = platform != "cpu"
-    if kind == "lsh":
-      # The Reformer shares the query/key projection: no key parameters.
-      qk_BLHD, value_BLHD = project_into_heads(
-        x_BLD,
-        (ProjectionWeights(config, name="query")(), ProjectionWeights(config, name="value")()),
-        dtype,
-        fused=fused,
-      )
-      options = config.lsh
-      out_BLHD = lsh.lsh_attention(
-        qk_BLHD,
-        value_BLHD,
-        segment_ids_BL,
-        rng=self.make_rng("hashing"),
-        n_hashes=options.n_hashes,
-        chunk_len=options.chunk_len,
-        n_buckets=options.n_buckets or None,
-        n_chunks_before=options.n_chunks_before,
-        n_chunks_after=options.n_chunks_after,
-        causal=options.causal,
-        mask_across_buckets=options.mask_across_buckets,
-        dedup_correction=options.dedup_correction,
-      )
-    else:
-      weights = tuple(ProjectionWeights(config, name=n)() for n in ("query", "key", "value"))
-      # Off CPU the flash kernels read the three from the packed product in place (keys and
-      # values first, as they write the gradient), adding its bias as they read them.
-      packed = kind == "flash" and fused
-      if packed:
-        query, key, value = weights
-        kvq_BLNHD, bias_NHD = packed_product(x_BLD, (key, value, query), dtype)
-        kvq_BLNHD = nn.with_logical_constraint(
-          kvq_BLNHD, ("activation_batch", "activation_length", None, "activation_heads", "kv")
-        )
-      else:
-        query_BLHD, key_BLHD, value_BLHD = project_into_heads(x_BLD, weights, dtype, fused=fused)
-        query_BLHD = nn.with_logical_constraint(
-          query_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
-        )
-      # The dense and flash kernels have attention dropout (the config refuses a rate for the
-      # fused, splash and cudnn kinds; local has none), so only they draw a key.
-      dropout_active = (
-        not self.deterministic and config.attention_dropout_rate > 0 and kind in ("dense", "flash")
-      )
-      dropout_rate = config.attention_dropout_rate if dropout_active else 0.0
-      dropout_rng = self.make_rng("dropout") if dropout_active else None
-      if packed:
-        out_BLHD = flash.flash_attention_packed(
-          kvq_BLNHD,
-          segment_ids_BL,
-          bias_NHD=bias_NHD,
-          dropout_rate=dropout_rate,
-          dropout_rng=dropout_rng,
-        )
-      elif kind == "flash" or (kind == "dense" and not keep_probs):
-        attend = flash.flash_attention if kind == "flash" else dense.dense_attention_vjp
-        out_BLHD = attend(
-          query_BLHD,
-          key_BLHD,
-          value_BLHD,
-          segment_ids_BL,
-          dropout_rate=dropout_rate,
-          dropout_rng=dropout_rng,
-        )
-      elif kind == "dense":
-        out_BLHD, probs_BHQK = dense.dense_attention(
-          query_BLHD,
-          key_BLHD,
-          value_BLHD,
-          segment_ids_BL,
-          dropout_rate=dropout_rate,
-          dropout_rng=dropout_rng,
-          deterministic=not dropout_active,
-          return_probs=True,
-        )
-        self.sow("intermediates", "attention_probs", probs_BHQK)
-      elif kind == "fused":
-        out_BLHD = dense.fused_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
-      elif kind == "cudnn":
-        out_BLHD = cudnn.cudnn_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
-      elif kind == "splash":
-        out_BLHD = splash.splash_attention(query_BLHD, key_BLHD, value_BLHD, segment_ids_BL)
-      else:  # local
-        options = config.lsh
-        out_BLHD = local.local_attention(
-          query_BLHD,
-          key_BLHD,
-          value_BLHD,
-          segment_ids_BL,
-          chunk_len=options.chunk_len,
-          n_chunks_before=options.n_chunks_before,
-          n_chunks_after=options.n_chunks_after,
-          causal=options.causal,
-        )
+    kind = attention_kinds.get(config.attention_kind).resolve(
+      platform,
+      x_BLD.shape[1],
+      config.attention_dropout_rate,
+      config.head_dim,
+      keep_probs=keep_probs,
+    )
+    heads, packed = self._project(kind, x_BLD, fused=platform != "cpu")
+    # Only kernels with attention dropout draw its key (the config refuses a rate for the
+    # others but lsh and local, which leave it unused).
+    dropout_active = kind.dropout and not self.deterministic and config.attention_dropout_rate > 0
+    streams = kind.rngs + (("dropout",) if dropout_active else ())
+    sow = functools.partial(self.sow, "intermediates", "attention_probs")
+    inputs = kernels.KernelInputs(
+      heads=heads,
+      packed=packed,
+      segment_ids_BL=segment_ids_BL,
+      options=config.lsh,
+      dropout_rate=config.attention_dropout_rate if dropout_active else 0.0,
+      rngs={stream: self.make_rng(stream) for stream in streams},
+      sow_probs=sow if keep_probs else None,
+    )
     out_BLHD = nn.with_logical_constraint(
-      out_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
+      kernels.get(kind.name)(inputs),
+      ("activation_batch", "activation_length", "activation_heads", "kv"),
     )
     return OutputProjection(config, name="output")(out_BLHD)
+
+  def _project(self, kind, x_BLD, *, fused: bool):
+    """The kind's projections of ``x_BLD``: ([B, L, H, K] arrays, None), or off CPU for a kind
+    that reads them packed, ((), (the packed product, its bias)).
+    """
+    config = self.config
+    dtype = jnp.dtype(config.dtype)
+    weights = {name: ProjectionWeights(config, name=name)() for name in kind.projections}
+    if kind.packed and fused:
+      # The flash kernels read the three from the packed product in place (keys and values
+      # first, as they write the gradient), adding its bias as they read them.
+      kvq_BLNHD, bias_NHD = packed_product(
+        x_BLD, (weights["key"], weights["value"], weights["query"]), dtype
+      )
+      kvq_BLNHD = nn.with_logical_constraint(
+        kvq_BLNHD, ("activation_batch", "activation_length", None, "activation_heads", "kv")
+      )
+      return (), (kvq_BLNHD, bias_NHD)
+    first_BLHD, *rest = project_into_heads(x_BLD, tuple(weights.values()), dtype, fused=fused)
+    first_BLHD = nn.with_logical_constraint(
+      first_BLHD, ("activation_batch", "activation_length", "activation_heads", "kv")
+    )
+    return (first_BLHD, *rest), None

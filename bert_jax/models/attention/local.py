@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.attention import masks
+from bert_jax.models.attention import chunk_window, masks
 
 
 def _windows(x_BCQ, n_chunks_before, n_chunks_after):
@@ -64,16 +64,8 @@ def local_attention(
       f"segment_ids has shape {segment_ids_BL.shape}, expected {(batch, length)}; "
       "pass one id per token (0 = padding)."
     )
-  if chunk_len < 1 or length % chunk_len:
-    raise UserInputError(
-      f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
-      "pad the sequence to a multiple of chunk_len."
-    )
-  if n_chunks_before < 0 or n_chunks_after < 0:
-    raise UserInputError(
-      f"n_chunks_before and n_chunks_after must be >= 0, got {n_chunks_before} "
-      f"and {n_chunks_after}; use 0 for no neighbour on that side."
-    )
+  chunk_window.check_window(chunk_len, n_chunks_before, n_chunks_after)
+  chunk_window.check_whole_chunks(length, chunk_len)
   n_chunks = length // chunk_len
 
   def chunk(x_BL):

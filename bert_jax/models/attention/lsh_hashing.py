@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.errors import UserInputError
+from bert_jax.models.attention import chunk_window
 
 NORM_EPSILON = 1e-6  # Keeps 1 / |x| finite at x = 0.
 
@@ -64,17 +65,8 @@ def validate(
     )
   if n_hashes < 1:
     raise UserInputError(f"n_hashes must be >= 1, got {n_hashes}; use at least one hash round.")
-  if chunk_len < 1 or length % chunk_len:
-    raise UserInputError(
-      f"sequence length {length} is not a multiple of chunk_len {chunk_len}; "
-      "pad the sequence to a multiple of chunk_len."
-    )
-  if n_chunks_before < 0 or n_chunks_after < 0:
-    raise UserInputError(
-      f"n_chunks_before and n_chunks_after must be >= 0, got "
-      f"{n_chunks_before} and {n_chunks_after}; use 0 for no neighbour on "
-      "that side."
-    )
+  chunk_window.check_window(chunk_len, n_chunks_before, n_chunks_after)
+  chunk_window.check_whole_chunks(length, chunk_len)
   return bucket_factors(n_buckets, length, chunk_len)
 
 
