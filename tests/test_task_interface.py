@@ -167,3 +167,9 @@ def test_run_settings_hand_the_registry_only_the_task_slice(tmp_path):
 def test_a_task_sized_by_its_data_refuses_to_be_built_without_it():
   with pytest.raises(ValueError, match="task 'tagging' is sized by its data; pass make_data"):
     registry.make_task(_settings(names.TAGGING, data=FINETUNING_DATA))
+
+
+def test_the_teacher_default_of_other_tasks_is_no_default_of_distillation(tasks):
+  task = tasks["distillation"]
+  with pytest.raises(TypeError, match="teacher"):
+    type(task)(task.model_config, task.max_seq_length, task.max_predictions_per_seq, task.settings)

@@ -179,7 +179,7 @@ class DistillationTask(TaskDefaults):
   max_seq_length: int
   max_predictions_per_seq: int
   settings: DistillationConfig
-  teacher: Teacher = dataclasses.field()  # Required: TaskDefaults.teacher is no default.
+  teacher: Teacher = dataclasses.field()  # Required: not TaskDefaults.teacher (None) as default.
 
   @property
   def _pretraining(self) -> PretrainingTask:
