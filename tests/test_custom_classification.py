@@ -65,7 +65,7 @@ def test_one_label_shows_the_spelling_that_works(tmp_path):
     },
   )
   with pytest.raises(UserInputError, match="e.g. --config.data.label_names=neg,pos"):
-    registry.make_data(settings.settings_from_config(config))
+    registry.make_data(settings.settings_from_config(config).task_settings)
 
 
 def _custom_files(directory):

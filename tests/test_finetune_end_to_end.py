@@ -167,7 +167,7 @@ def test_frozen_encoder_stays_as_restored(tiny_pretrained_workdir, mrpc_files, t
   run = settings_lib.settings_from_config(
     _glue("mrpc", mrpc_files, tiny_pretrained_workdir, freeze_encoder=True)
   )
-  data = registry.make_data(run)
+  data = registry.make_data(run.task_settings)
   mesh = mesh_lib.make_mesh(run.mesh)
   checkpointer = Checkpointer(str(tmp_path))
   with setup.mesh_context(mesh, run.mesh.logical_axis_rules):

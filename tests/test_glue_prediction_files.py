@@ -279,4 +279,4 @@ def test_test_path_of_a_task_without_test_predictions_is_refused(tmp_path):
   with pytest.raises(
     UserInputError, match="data.test_path is set but task 'span_qa' writes no test predictions"
   ):
-    registry.make_data(settings_lib.settings_from_config(config))
+    registry.make_data(settings_lib.settings_from_config(config).task_settings)

@@ -48,7 +48,7 @@ def _settings(corpus_dir, tmp_path, **overrides):
 
 def test_tlm_examples_restart_positions_carry_languages_and_mask_both_sentences(corpus, tmp_path):
   root, _ = corpus
-  data = registry.make_data(_settings(root, tmp_path))
+  data = registry.make_data(_settings(root, tmp_path).task_settings)
   special = data.tokenizer.special_ids
   batch = next(data.batches(split="train", seed=0, global_batch_size=64))
   for row in range(64):
@@ -67,7 +67,7 @@ def test_tlm_examples_restart_positions_carry_languages_and_mask_both_sentences(
 
 def test_batches_resume_by_position_and_shard_by_host(corpus, tmp_path):
   root, _ = corpus
-  data = registry.make_data(_settings(root, tmp_path))
+  data = registry.make_data(_settings(root, tmp_path).task_settings)
   whole = data.batches(split="train", seed=3, global_batch_size=8)
   batches = [next(whole) for _ in range(4)]
   assert whole.position == 32
@@ -87,7 +87,7 @@ def test_batches_resume_by_position_and_shard_by_host(corpus, tmp_path):
 def test_clm_predicts_the_next_token_of_single_sentences(corpus, tmp_path):
   root, _ = corpus
   settings = _settings(root, tmp_path, **{"data.objective": "clm", "model.causal": True})
-  data = registry.make_data(settings)
+  data = registry.make_data(settings.task_settings)
   batch = next(data.batches(split="train", seed=0, global_batch_size=4))
   ids, weights = batch["input_ids"], batch["masked_lm_weights"]
   assert batch["masked_lm_positions"].shape == ids.shape and set(batch["language_ids"][0]) <= {0, 1}
@@ -115,8 +115,8 @@ def test_bad_objective_settings_fail_with_one_line(corpus, tmp_path, overrides, 
   root, _ = corpus
   with pytest.raises(UserInputError, match=re.escape(expected)):
     settings = _settings(root, tmp_path, **overrides)
-    registry.make_task(settings)
-    registry.make_data(settings)
+    registry.make_task(settings.task_settings)
+    registry.make_data(settings.task_settings)
 
 
 def test_the_trainer_trains_clm(corpus, tmp_path):
@@ -140,7 +140,10 @@ def test_the_trainer_trains_clm(corpus, tmp_path):
 
 def _train(settings, steps, seed=0):
   """``steps`` Adam steps of the task's own loss on its data; returns the params."""
-  task, data = registry.make_task(settings), registry.make_data(settings)
+  task, data = (
+    registry.make_task(settings.task_settings),
+    registry.make_data(settings.task_settings),
+  )
   model = task.model(deterministic=True)
   example = task.model_inputs({k: jnp.asarray(v) for k, v in task.example_batch(1).items()})
   params = nn.unbox(model.init(jax.random.key(seed), *example)["params"])
@@ -184,7 +187,7 @@ def test_tlm_recovers_a_masked_word_from_its_translation_and_mlm_cannot(corpus, 
   0.035 (chance 0.05) at every step from 25 to 250."""
   root, _ = corpus
   accuracy = {}
-  probe_data = registry.make_data(_settings(root, tmp_path))
+  probe_data = registry.make_data(_settings(root, tmp_path).task_settings)
   batch, positions, targets = _probe(probe_data, np.random.default_rng(0))
   for objective in ("tlm", "none"):
     model, params = _train(_settings(root, tmp_path, **{"data.objective": objective}), steps=200)

@@ -23,6 +23,7 @@ from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.tasks.cross_entropy import softmax_cross_entropy
+from bert_jax.tasks.interface import TaskDefaults
 
 # Logical axes of the memory: it is an activation (batch over data/fsdp, the rest replicated).
 _HIDDEN_AXES = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH, names.ACTIVATION_EMBED)
@@ -30,7 +31,7 @@ _IDS_AXES = (names.ACTIVATION_BATCH, names.ACTIVATION_LENGTH)
 
 
 @dataclasses.dataclass(frozen=True)
-class CausalLmTask:
+class CausalLmTask(TaskDefaults):
   """Next-token prediction over ``segment_len``-token segments with per-layer memory."""
 
   model_config: ModelConfig
@@ -108,6 +109,11 @@ class CausalLmTask:
       ),
       "ids": outputs["memory_ids"].astype(memory["ids"].dtype),
     }
+
+  def checkpoint_record(self, batch_size: int) -> dict:
+    """A resume must keep the streams (rows) and their segment length: the memory and the
+    data position follow them."""
+    return {"clm_rows": batch_size, "clm_segment_len": self.segment_len}
 
   def denominators(self, batch):
     """Real next-token predictions in the global batch."""

@@ -34,6 +34,7 @@ from bert_jax.models import families
 from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
 from bert_jax.tasks import trunk
 from bert_jax.tasks.cross_entropy import softmax_cross_entropy
+from bert_jax.tasks.interface import TaskDefaults
 from bert_jax.tasks.pretraining import PretrainingTask
 
 STUDENT_INITS = ("every_other_layer", "scratch")
@@ -171,14 +172,14 @@ class WithSequenceOutput:
 
 
 @dataclasses.dataclass(frozen=True)
-class DistillationTask:
+class DistillationTask(TaskDefaults):
   """The student's objective against the teacher outputs the batch carries."""
 
   model_config: ModelConfig
   max_seq_length: int
   max_predictions_per_seq: int
   settings: DistillationConfig
-  teacher: Teacher
+  teacher: Teacher = dataclasses.field()  # Required: not TaskDefaults.teacher (None) as default.
 
   @property
   def _pretraining(self) -> PretrainingTask:

@@ -14,10 +14,11 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks.cross_entropy import softmax_cross_entropy
+from bert_jax.tasks.interface import TaskDefaults
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingTask:
+class PretrainingTask(TaskDefaults):
   """BERT pretraining: MLM at the masked positions, plus the sentence-pair objective (NSP, or
   ALBERT's SOP) unless ``sentence_objective`` is "none", plus SpanBERT's boundary objective when
   the model config has ``span_boundary.enabled``."""

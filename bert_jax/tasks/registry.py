@@ -17,8 +17,8 @@ Every task of `bert_jax.names.TASKS` is one entry here, imported like any other 
 
 A fine-tuning package's ``data.make_data(data_config, tokenizer)`` returns a
 `bert_jax.tasks.feature_batches.FeatureData`; every ``make_task(model_config, data_config,
-data)`` returns the objective, sized from ``data`` where the data decides it (e.g. a tag set
-read from the train file).
+data)`` returns the objective (an `interface.Task`), sized from ``data`` where the data decides
+it (e.g. a tag set read from the train file). Both read only the run's `TaskSettings`.
 """
 
 from bert_jax import names
@@ -35,6 +35,7 @@ from bert_jax.tasks import (
 )
 from bert_jax.tasks.classification import data as classification_data
 from bert_jax.tasks.classification import objective as classification_objective
+from bert_jax.tasks.interface import Task
 from bert_jax.tasks.multiple_choice import data as multiple_choice_data
 from bert_jax.tasks.multiple_choice import objective as multiple_choice_objective
 from bert_jax.tasks.multitask import data as multitask_data
@@ -43,6 +44,7 @@ from bert_jax.tasks.span_qa import data as span_qa_data
 from bert_jax.tasks.span_qa import objective as span_qa_objective
 from bert_jax.tasks.tagging import data as tagging_data
 from bert_jax.tasks.tagging import objective as tagging_objective
+from bert_jax.tasks.task_settings import TaskSettings
 
 # `Family.pretraining_objective` -> make_task of that objective.
 PRETRAINING_OBJECTIVES = {
@@ -109,40 +111,40 @@ MAKE_FINETUNING_DATA = {
 }
 
 
-def make_task(settings, data=None):
-  """The task object of ``settings.trainer.task``.
+def make_task(settings: TaskSettings, data=None) -> Task:
+  """The task object of ``settings.task``.
 
   Args:
-    settings: `bert_jax.train.settings.RunSettings`.
+    settings: the run's `TaskSettings` (`bert_jax.train.settings.RunSettings.task_settings`).
     data: the data object of `make_data` (fine-tuning tasks need it; pretraining does not).
   """
-  task = settings.trainer.task
+  task = settings.task
   if data is None and task not in names.PRETRAINING_DATA_TASKS:
     raise ValueError(f"task {task!r} is sized by its data; pass make_data's result")
   extra = {"settings": settings.distillation} if task == names.DISTILLATION else {}
   return MAKE_TASK[task](settings.model, settings.data, data, **extra)
 
 
-def make_data(settings):
-  """The data object of ``settings.trainer.task`` (pretraining corpus or task examples).
+def make_data(settings: TaskSettings):
+  """The data object of ``settings.task`` (pretraining corpus or task examples).
 
   Raises:
     UserInputError: the vocab does not match ``model.vocab_size``, or the task's files are
       missing or malformed (from the task's reader).
   """
   objective = families.get(settings.model.family).pretraining_objective
-  if settings.trainer.task == names.PRETRAINING and objective in OWN_DATA:
+  if settings.task == names.PRETRAINING and objective in OWN_DATA:
     # Refuses a data.objective the family has not first.
     PRETRAINING_OBJECTIVES[objective](settings.model, settings.data)
     return OWN_DATA[objective](settings.data, settings.model)
-  if settings.trainer.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
+  if settings.task in names.PRETRAINING_DATA_TASKS and settings.data.objective == names.CLM:
     causal_lm.make_task(settings.model, settings.data)  # Refuses a model without memory first.
     return segment_batches.SegmentData(
       settings.data,
       model_vocab_size=settings.model.vocab_size,
-      global_batch_size=settings.trainer.global_batch_size,
+      global_batch_size=settings.global_batch_size,
     )
-  if settings.trainer.task in names.PRETRAINING_DATA_TASKS:
+  if settings.task in names.PRETRAINING_DATA_TASKS:
     # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile
     # or time the step (hosts without TensorFlow can run those).
     from bert_jax.data import pretraining_pipeline  # pylint: disable=g-import-not-at-top
@@ -150,16 +152,16 @@ def make_data(settings):
     return pretraining_pipeline.PretrainingData(
       settings.data, model_vocab_size=settings.model.vocab_size
     )
-  if settings.data.test_path and settings.trainer.task != names.CLASSIFICATION:
+  if settings.data.test_path and settings.task != names.CLASSIFICATION:
     raise UserInputError(
-      f"data.test_path is set but task {settings.trainer.task!r} writes no test predictions "
+      f"data.test_path is set but task {settings.task!r} writes no test predictions "
       "(only classification does; span_qa writes its eval predictions); unset it"
     )
-  vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.trainer.init_from)
+  vocab_path = resolve_vocab_path(settings.data.vocab_path, settings.init_from)
   tokenizer = tokenization.load_model_tokenizer(
     vocab_path, lowercase=settings.data.lowercase, model_vocab_size=settings.model.vocab_size
   )
-  return MAKE_FINETUNING_DATA[settings.trainer.task](settings.data, tokenizer)
+  return MAKE_FINETUNING_DATA[settings.task](settings.data, tokenizer)
 
 
 def resolve_vocab_path(vocab_path: str, init_from) -> str:

@@ -8,6 +8,8 @@ weight every row by it, so padding counts nowhere.
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.tasks.interface import TaskDefaults
+
 
 def encoder_batch(shape, batch_size: int) -> dict:
   """Zero-filled encoder inputs of ``shape`` (e.g. [B, L] or [B, C, L]) plus row weights/ids."""
@@ -20,12 +22,15 @@ def encoder_batch(shape, batch_size: int) -> dict:
   }
 
 
-class WeightedRowsTask:
-  """Mixin: the encoder's inputs, and losses and metrics averaged over the real rows.
+class WeightedRowsTask(TaskDefaults):
+  """Base of a fine-tuning task: the encoder's inputs, losses and metrics averaged over the real
+  rows, and per-row predictions (`interface.PredictingTask`) that its data object scores.
 
   A task whose unit is the row (classification, span QA, multiple choice) reports every sum
   divided by ``sums["examples"]``; tagging overrides the denominators with its scored tokens.
   """
+
+  predicts = True
 
   def model_inputs(self, batch):
     return batch["input_ids"], batch["token_type_ids"], batch["input_mask"]

@@ -17,13 +17,14 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks.cross_entropy import softmax_cross_entropy
+from bert_jax.tasks.interface import TaskDefaults
 
 # data.objective -> the metrics' prefix.
 _PREFIXES = {"none": "mlm", names.CLM: "clm", names.TLM: "tlm"}
 
 
 @dataclasses.dataclass(frozen=True)
-class XlmPretrainingTask:
+class XlmPretrainingTask(TaskDefaults):
   """Token prediction at ``num_predictions`` slots per sequence of ``max_seq_length``."""
 
   model_config: ModelConfig
@@ -59,14 +60,18 @@ class XlmPretrainingTask:
     second = position_L >= split_B1
     n_langs = self.model_config.xlm.n_langs
     return {
-      "input_ids": (rng.integers(5, self.model_config.vocab_size, (batch_size, length)) * mask),
-      "position_ids": np.where(second, position_L - split_B1, position_L) * mask,
+      "input_ids": (
+        rng.integers(5, self.model_config.vocab_size, (batch_size, length)) * mask
+      ).astype(np.int32),
+      "position_ids": (np.where(second, position_L - split_B1, position_L) * mask).astype(np.int32),
       "language_ids": (second * (n_langs > 1)).astype(np.int32) * mask,
       "input_mask": mask,
       "masked_lm_positions": np.stack(
         [np.sort(rng.choice(length, size=slots, replace=False)) for _ in range(batch_size)]
       ).astype(np.int32),
-      "masked_lm_ids": rng.integers(5, self.model_config.vocab_size, (batch_size, slots)),
+      "masked_lm_ids": rng.integers(5, self.model_config.vocab_size, (batch_size, slots)).astype(
+        np.int32
+      ),
       "masked_lm_weights": (rng.random((batch_size, slots)) < 0.9).astype(np.float32),
     }
 

@@ -115,10 +115,9 @@ def _compiler_estimate(chip, peak_flops: float, cost: dict, model_flops_per_devi
 
 def _teacher_summary(task):
   """A distillation teacher's architecture for the report; None for other tasks."""
-  teacher = getattr(task, "teacher", None)
-  if teacher is None:
+  if task.teacher is None:
     return None
-  model = teacher.model
+  model = task.teacher.model
   return {
     "family": model.family,
     "layers": model.num_layers,

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
+from bert_jax.tasks.interface import Task
 
 # Dense bf16 peaks from the vendors' data sheets, FLOP/s per device as jax enumerates them.
 _PEAK_FLOPS_BY_DEVICE_KIND = {
@@ -62,16 +63,15 @@ def train_flops_for_batch(config: ModelConfig, example_batch) -> float:
   )
 
 
-def train_flops_for_task(task, config: ModelConfig, example_batch) -> float:
+def train_flops_for_task(task: Task, config: ModelConfig, example_batch) -> float:
   """`train_flops_for_batch` of ``task``'s train step.
 
   A distillation task's step also runs its frozen teacher (``task.teacher.model``) forward
   over the batch: a third of the teacher's train FLOPs (no backward pass).
   """
   flops = train_flops_for_batch(config, example_batch)
-  teacher = getattr(task, "teacher", None)
-  if teacher is not None:
-    flops += train_flops_for_batch(teacher.model, example_batch) / 3.0
+  if task.teacher is not None:
+    flops += train_flops_for_batch(task.teacher.model, example_batch) / 3.0
   return flops
 
 

@@ -189,7 +189,7 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
   check_batch_fits_mesh(
     settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
   )
-  data = registry.make_data(settings)
+  data = registry.make_data(settings.task_settings)
   settings = resolve_train_steps(
     settings, data.num_train_examples if settings.trainer.num_train_epochs else 0
   )

@@ -33,7 +33,7 @@ def held_out_metrics(settings: RunSettings, workdir: str, eval_mem_lens, data=No
     UserInputError: not a causal LM, a negative length, or no checkpoint.
   """
   mesh = mesh_lib.make_mesh(settings.mesh)
-  data = registry.make_data(settings) if data is None else data
+  data = registry.make_data(settings.task_settings) if data is None else data
   results = {}
   for eval_mem_len in eval_mem_lens:
     if eval_mem_len < 0:

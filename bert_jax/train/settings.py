@@ -21,6 +21,7 @@ from bert_jax.tasks import registry
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
 from bert_jax.tasks.multitask.config import MultitaskDataConfig
+from bert_jax.tasks.task_settings import DataConfig, TaskSettings
 from bert_jax.train import validation
 from bert_jax.train.inherited_model import resolve_model_section
 from bert_jax.train.optimizer import OptimizerConfig
@@ -80,10 +81,22 @@ class TrainerConfig:
 class RunSettings:
   trainer: TrainerConfig
   model: ModelConfig
-  data: PretrainingDataConfig | FinetuneDataConfig | MultitaskDataConfig
+  data: DataConfig
   optimizer: OptimizerConfig
   mesh: MeshConfig
   distillation: DistillationConfig = DistillationConfig()
+
+  @property
+  def task_settings(self) -> TaskSettings:
+    """The slice that picks and builds the task and its data (`tasks.registry`)."""
+    return TaskSettings(
+      task=self.trainer.task,
+      model=self.model,
+      data=self.data,
+      global_batch_size=self.trainer.global_batch_size,
+      init_from=self.trainer.init_from,
+      distillation=self.distillation,
+    )
 
 
 def _plain(value: Any):

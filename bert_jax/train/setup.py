@@ -17,6 +17,7 @@ import optax
 from bert_jax import names
 from bert_jax.parallel import sharding
 from bert_jax.tasks import registry
+from bert_jax.tasks.interface import Task
 from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train import state as state_lib
 from bert_jax.train import step as step_lib
@@ -28,7 +29,7 @@ from bert_jax.train.settings import RunSettings
 class Training:
   """Everything `train_and_evaluate` needs besides data, checkpoints and the loop."""
 
-  task: Any
+  task: Task
   optimizer: optax.GradientTransformation
   init_params: Callable
   abstract_state: Any
@@ -38,7 +39,7 @@ class Training:
   # memory, rng) -> (metric sums, next memory).
   eval_step: Callable
   # (params, batch, rng) -> (metric sums, per-row predictions + row_id), jitted; None for
-  # tasks without `predictions` (pretraining).
+  # a task that does not predict (``task.predicts`` False: pretraining).
   predict_step: Callable | None = None
   # params -> params, applied to a fresh state below resume and init_from (distillation: the
   # student from the teacher's layers, `train/teacher.py`); None = keep the random init.
@@ -53,9 +54,9 @@ class Training:
   init_eval_memory: Callable | None = None
 
 
-def make_task(settings: RunSettings, data=None):
+def make_task(settings: RunSettings, data=None) -> Task:
   """The task object (see `bert_jax.tasks.registry.make_task`)."""
-  return registry.make_task(settings, data)
+  return registry.make_task(settings.task_settings, data)
 
 
 def _frozen_params_mask(params):
@@ -104,7 +105,7 @@ def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True)
     return task.model(deterministic=True).init({"params": rng, "hashing": rng}, *inputs)["params"]
 
   rules = settings.mesh.logical_axis_rules
-  init_memory = _memory_init(task, trainer.global_batch_size, "mem_len")
+  init_memory = _memory_init(task, trainer.global_batch_size, task.mem_len)
   abstract_state, state_shardings = state_lib.abstract_state_and_shardings(
     init_params, optimizer, mesh, rules, init_memory
   )
@@ -113,7 +114,7 @@ def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True)
   )
   eval_step = step_lib.jit_eval_step(task, mesh, state_shardings.params, example)
   init_eval_memory = None
-  init_boxed_eval_memory = _memory_init(task, trainer.global_batch_size, "eval_mem_len")
+  init_boxed_eval_memory = _memory_init(task, trainer.global_batch_size, task.eval_mem_len)
   if init_boxed_eval_memory is not None:
     memory_shardings = sharding.logical_shardings(
       jax.eval_shape(init_boxed_eval_memory), mesh, rules
@@ -126,7 +127,7 @@ def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True)
     )
   predict_step = (
     step_lib.jit_predict_step(task, mesh, state_shardings.params, example)
-    if hasattr(task, "predictions")
+    if task.predicts
     else None
   )
   training = Training(
@@ -138,7 +139,7 @@ def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True)
     train_step=train_step,
     eval_step=eval_step,
     predict_step=predict_step,
-    checkpoint_record=_recurrence_record(task, trainer.global_batch_size),
+    checkpoint_record=task.checkpoint_record(trainer.global_batch_size),
     init_memory=init_memory,
     init_eval_memory=init_eval_memory,
   )
@@ -147,20 +148,13 @@ def build_training(settings: RunSettings, mesh, data=None, *, load_teacher=True)
   return training
 
 
-def _memory_init(task, batch_size: int, length_attribute: str):
-  """() -> ``task``'s boxed empty memory of ``task.<length_attribute>`` positions, or None for
-  a task without memory or a length of 0 (no recurrence)."""
-  mem_len = getattr(task, length_attribute, 0)
+def _memory_init(task: Task, batch_size: int, mem_len: int):
+  """() -> ``task``'s boxed empty memory of ``mem_len`` positions (``task.mem_len`` or
+  ``task.eval_mem_len``, > 0 only for an `interface.RecurrentTask`), or None for a length of 0
+  (no recurrence)."""
   if not mem_len:
     return None
   return functools.partial(task.init_memory, batch_size, mem_len)
-
-
-def _recurrence_record(task, batch_size: int):
-  """What a causal LM's checkpoint must be resumed with: its streams (rows) and segments."""
-  if not hasattr(task, "init_memory"):
-    return None
-  return {"clm_rows": batch_size, "clm_segment_len": task.segment_len}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +189,8 @@ def fresh_state(training: Training):
 
 def random_step_inputs(training: Training, mesh, batch_size: int, key_impl=None):
   """`RandomStepInputs` for ``training``'s step (the benchmarks, compile checks); call under
-  `mesh_context`. ``key_impl`` is the dropout key's PRNG implementation (default jax's)."""
+  `mesh_context`. ``key_impl`` is the dropout key's PRNG implementation (default jax's).
+  ``training.task`` is an `interface.RandomBatchTask` (a pretraining objective)."""
   host_batch = training.task.random_batch(batch_size)
   return RandomStepInputs(
     state=fresh_state(training),

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.parallel import sharding
+from bert_jax.tasks.interface import PredictingTask, RecurrentTask, Task
 from bert_jax.train import compiler_options
 from bert_jax.train.state import TrainState
 
@@ -53,7 +54,7 @@ def train_step(
   batch,
   rng,
   *,
-  task,
+  task: Task,
   optimizer: optax.GradientTransformation,
   schedule: optax.Schedule,
   accumulation_steps: int = 1,
@@ -65,7 +66,8 @@ def train_step(
     batch: dict of global arrays (leading dimension = global batch).
     rng: the run's base PRNG key; the step folds its own number in, so a resumed run draws
       the same dropout masks as an uninterrupted one.
-    task: the objective (`loss_and_sums`, `denominators`, `model`, `model_inputs`).
+    task: the objective (`loss_and_sums`, `denominators`, `model`, `model_inputs`); a
+      `RecurrentTask` when ``state`` carries memory.
     optimizer: optax transformation.
     schedule: learning-rate schedule, for the metric only.
     accumulation_steps: micro-batches per update; gradients are summed, normalised once.
@@ -131,7 +133,7 @@ def train_step(
   return new_state, metrics
 
 
-def eval_step(params, batch, rng, *, task):
+def eval_step(params, batch, rng, *, task: Task):
   """Metric sums of the deterministic model on one global batch."""
   model = task.model(deterministic=True)
   outputs = model.apply({"params": params}, *task.model_inputs(batch), rngs=_rngs(rng))
@@ -139,7 +141,7 @@ def eval_step(params, batch, rng, *, task):
   return sums
 
 
-def recurrent_eval_step(params, batch, memory, rng, *, task):
+def recurrent_eval_step(params, batch, memory, rng, *, task: RecurrentTask):
   """`eval_step` with segment memory: (metric sums, the memory for the next segment).
 
   The model keeps ``task.eval_mem_len`` positions, the length of ``memory``.
@@ -152,7 +154,7 @@ def recurrent_eval_step(params, batch, memory, rng, *, task):
   return sums, task.next_memory(outputs, memory)
 
 
-def predict_step(params, batch, rng, *, task):
+def predict_step(params, batch, rng, *, task: PredictingTask):
   """Metric sums and per-row predictions (with each row's ``row_id``) on one global batch."""
   model = task.model(deterministic=True)
   outputs = model.apply({"params": params}, *task.model_inputs(batch), rngs=_rngs(rng))
@@ -161,7 +163,7 @@ def predict_step(params, batch, rng, *, task):
 
 
 def jit_train_step(
-  task, optimizer, schedule, accumulation_steps, mesh, state_shardings, batch_example
+  task: Task, optimizer, schedule, accumulation_steps, mesh, state_shardings, batch_example
 ):
   """`train_step` jitted with explicit in/out shardings, the state donated, and the platform's
   XLA options (`compiler_options`)."""
@@ -182,7 +184,7 @@ def jit_train_step(
   )
 
 
-def jit_eval_step(task, mesh, params_shardings, batch_example):
+def jit_eval_step(task: Task, mesh, params_shardings, batch_example):
   """`eval_step` jitted with explicit shardings (metric sums come back replicated)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
   return jax.jit(
@@ -192,7 +194,9 @@ def jit_eval_step(task, mesh, params_shardings, batch_example):
   )
 
 
-def jit_recurrent_eval_step(task, mesh, params_shardings, memory_shardings, batch_example):
+def jit_recurrent_eval_step(
+  task: RecurrentTask, mesh, params_shardings, memory_shardings, batch_example
+):
   """`recurrent_eval_step` jitted; the memory stays sharded like the batch, the memory it
   reads is donated to the one it returns."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}
@@ -204,7 +208,7 @@ def jit_recurrent_eval_step(task, mesh, params_shardings, memory_shardings, batc
   )
 
 
-def jit_predict_step(task, mesh, params_shardings, batch_example):
+def jit_predict_step(task: PredictingTask, mesh, params_shardings, batch_example):
   """`predict_step` jitted; sums and predictions come back replicated, so every host holds
   every row of the global batch (the gather across hosts happens inside the program)."""
   batch_shardings = {k: sharding.batch_sharding(mesh, v.ndim) for k, v in batch_example.items()}

@@ -13,6 +13,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.tasks.interface import TaskDefaults
 from bert_jax.tasks.multitask import members
 from bert_jax.tasks.multitask.config import MultitaskDataConfig
 from bert_jax.tasks.multitask.data import (
@@ -29,7 +30,7 @@ ROWS = "rows"
 
 
 @dataclasses.dataclass(frozen=True)
-class MultitaskTask:
+class MultitaskTask(TaskDefaults):
   """Member objectives over one shared trunk.
 
   Attributes:
@@ -41,6 +42,8 @@ class MultitaskTask:
   names: tuple
   tasks: tuple
   max_seq_length: int
+
+  predicts = True  # Every member's, keyed by member (`predictions`).
 
   def example_batch(self, batch_size: int):
     """Zero-filled numpy batch of the shared schema (`bert_jax.tasks.multitask.data`)."""
