@@ -16,8 +16,8 @@ from etils import epath
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.cli import entry, error_lines
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, error_lines
 
 
 def _define_flags(values: flags.FlagValues, argv):
@@ -101,7 +101,7 @@ def run(argv=None) -> int:
   """
   environment.quiet_tensorflow()
   argv = sys.argv if argv is None else list(argv)
-  return cli.run(
+  return entry.run(
     __doc__, lambda values: _define_flags(values, argv), lambda values: _train(values, argv), argv
   )
 

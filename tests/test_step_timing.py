@@ -1,11 +1,11 @@
-"""tools/step_timing: steps kept in flight overlap the host's dispatch with the device's work."""
+"""bench/step_timing: steps kept in flight overlap the host's dispatch with the device's work."""
 
 import concurrent.futures
 import time
 
 import pytest
 
-from bert_jax.tools import step_timing
+from bert_jax.bench import step_timing
 
 HOST_S, DEVICE_S = 0.02, 0.05
 

@@ -143,11 +143,6 @@ class Family:
     train_flops: ``(config, batch_size, seq_len, predictions_per_seq) -> float``, matmul FLOPs
       of one forward + backward step (`models/flops.py`; MFU in train/flops.py).
     hf: the Hugging Face conversion (`HfInterop`), or None if the family has none.
-    hf_baseline: ``(config, optimizer, seed) -> (jitted step, (params, opt_state))``, the
-      same model and loss in transformers' Flax implementation for `tools/benchmark`
-      ``--baseline=hf_flax``; None if transformers has no Flax version.
-    hf_torch_baseline: transformers' PyTorch ``BertForPreTraining`` is this model (the
-      ``--baseline=hf_torch`` of `tools/benchmark`, `tools/hf_torch_baseline.py`).
     check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for model keys
       the family cannot compute (run by `ModelConfig` after its shared checks); None: none.
   """
@@ -162,8 +157,6 @@ class Family:
   plain_examples: bool = False
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
-  hf_baseline: Callable | None = None
-  hf_torch_baseline: bool = False
   check_config: Callable | None = None
 
   @property

@@ -26,8 +26,8 @@ import unicodedata
 
 from absl import logging
 
+from bert_jax.cli import entry
 from bert_jax.data import sentences, wordpiece_training
-from bert_jax.tools import cli
 
 _GENSIM_VERSION = "4.4.0"
 _SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -303,7 +303,7 @@ def main(argv=None):
       source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
     )
 
-  return cli.run_argparse(_parser(), body, argv)
+  return entry.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from absl import flags
 
+from bert_jax.cli import error_lines
 from bert_jax.errors import UserInputError
-from bert_jax.tools import error_lines
 
 
 def guard(body: Callable[[], object]) -> int:

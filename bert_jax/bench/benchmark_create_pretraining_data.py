@@ -1,6 +1,6 @@
 """Peak RSS and tokens/s of create_pretraining_data on an 18 MB and a 180 MB input.
 
-  python -m bert_jax.tools.benchmark_create_pretraining_data --sizes_mb=18,180
+  python -m bert_jax.bench.benchmark_create_pretraining_data --sizes_mb=18,180
 
 Inputs are the embedded corpus repeated with shuffled document order; each run is a fresh
 process, so its peak RSS (VmHWM) is its own. Prints one JSON line.
@@ -15,8 +15,8 @@ import sys
 import tempfile
 import time
 
+from bert_jax.cli import entry
 from bert_jax.data import default_corpus
-from bert_jax.tools import cli
 
 _CHILD = """
 import json, sys, time
@@ -67,11 +67,11 @@ def _at_least_two(text):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-    prog="python -m bert_jax.tools.benchmark_create_pretraining_data"
+    prog="python -m bert_jax.bench.benchmark_create_pretraining_data"
   )
   parser.add_argument("--sizes_mb", type=_sizes, default="18,180")
   parser.add_argument("--window_documents", type=_at_least_two, default=2000)
-  return cli.run_argparse(parser, _benchmark, argv)
+  return entry.run_argparse(parser, _benchmark, argv)
 
 
 def _benchmark(args):

@@ -1,8 +1,8 @@
 """Held-out loss of a tiny Transformer-XL LM as a function of its memory length.
 
-  python -m bert_jax.tools.memory_length --mem_lens=0,16,32 --segment_len=16 --steps=800
+  python -m bert_jax.bench.memory_length --mem_lens=0,16,32 --segment_len=16 --steps=800
 
-  python -m bert_jax.tools.memory_length --config=configs/transformer_xl_tiny.py \
+  python -m bert_jax.bench.memory_length --config=configs/transformer_xl_tiny.py \
       --workdir=/tmp/transformer_xl_tiny --eval_mem_lens=0,32,64
 
 With ``--config`` (a ``data.objective='clm'`` config) the run goes through the real trainer:
@@ -35,6 +35,7 @@ import optax
 from absl import flags
 from ml_collections import config_flags
 
+from bert_jax.cli import entry
 from bert_jax.data import default_corpus, text_corpus
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
@@ -42,7 +43,6 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.recurrence_options import with_recurrence
-from bert_jax.tools import cli
 from bert_jax.train import memory_eval
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
@@ -213,7 +213,7 @@ def _run(values: flags.FlagValues):
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   argv = sys.argv if argv is None else list(argv)
-  return cli.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
+  return entry.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Input-pipeline throughput: pre-tokenised TFRecords -> dynamically masked batches, one JSON line.
 
-  python -m bert_jax.tools.benchmark_data                      # the embedded corpus, seq 128
-  python -m bert_jax.tools.benchmark_data --tfrecord_pattern='/data/wiki_128/train-*.tfrecord' \\
+  python -m bert_jax.bench.benchmark_data                      # the embedded corpus, seq 128
+  python -m bert_jax.bench.benchmark_data --tfrecord_pattern='/data/wiki_128/train-*.tfrecord' \\
       --vocab=/data/vocab.txt --masking=whole_word
 
 Without ``--tfrecord_pattern`` it first writes the embedded corpus as TFRecords (pairs style)
@@ -17,8 +17,9 @@ import sys
 import tempfile
 import time
 
+from bert_jax.cli import entry
 from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline
-from bert_jax.tools import cli, create_pretraining_data
+from bert_jax.tools import create_pretraining_data
 
 
 def _write_default_records(directory, max_seq_length):
@@ -50,7 +51,7 @@ def measure(config, *, batch_size, num_batches, warmup_batches):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.benchmark_data")
+  parser = argparse.ArgumentParser(prog="python -m bert_jax.bench.benchmark_data")
   parser.add_argument("--tfrecord_pattern", default="")
   parser.add_argument("--vocab", default="", help="default: the embedded vocab")
   parser.add_argument("--max_seq_length", type=int, default=128)
@@ -60,7 +61,7 @@ def main(argv=None):
   parser.add_argument("--batch_size", type=int, default=256)
   parser.add_argument("--num_batches", type=int, default=100)
   parser.add_argument("--warmup_batches", type=int, default=10)
-  return cli.run_argparse(parser, _benchmark, argv)
+  return entry.run_argparse(parser, _benchmark, argv)
 
 
 def _benchmark(args):

@@ -1,0 +1,54 @@
+"""What Hugging Face calls a family's pretraining model: the config.json objects its export writes.
+
+The baselines build transformers' version of the model from these, so they name no family:
+the family's own Hugging Face export (`Family.hf`) says which classes and sizes it maps to.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bert_jax.errors import UserInputError
+from bert_jax.models import families
+from bert_jax.models.config import ModelConfig
+
+
+def exported_configs(model_config: ModelConfig) -> dict:
+  """{output subdirectory: config.json object} of the family's pretraining model.
+
+  Exports a zero-filled copy of the model (the export needs parameters to choose its
+  architectures; the values are not used).
+
+  Raises:
+    UserInputError: the family has no Hugging Face conversion.
+  """
+  family = families.get(model_config.family)
+  if family.hf is None:
+    raise UserInputError(
+      f"model.family={model_config.family!r} has no Hugging Face counterpart to compare with; "
+      "drop --baseline"
+    )
+  config = dataclasses.replace(
+    model_config, scan_layers=False, remat_policy="none", attention_kind="dense"
+  )
+  ids = jnp.zeros((1, 2), jnp.int32)
+  rngs = {"params": jax.random.key(0), "hashing": jax.random.key(0)}
+  model = family.pretraining_model(config)
+  shapes = jax.eval_shape(lambda: model.init(rngs, ids, ids, ids + 1))
+  params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), nn.unbox(shapes)["params"])
+  directories, _ = family.hf.write(params, config)
+  return {directory: values for directory, (values, _) in directories.items()}
+
+
+def architectures(model_config: ModelConfig) -> dict:
+  """{output subdirectory: transformers class name}, e.g. ``{"": "BertForPreTraining"}``."""
+  return {d: values["architectures"][0] for d, values in exported_configs(model_config).items()}
+
+
+def hf_config(transformers, values: dict, **extra):
+  """transformers' config object of a config.json object (``extra`` overrides keys)."""
+  values = dict(values, **extra)
+  return transformers.AutoConfig.for_model(values.pop("model_type"), **values)
