@@ -58,4 +58,6 @@ setuptools.setup(
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
+    # One command for the user tools: bert-jax train | convert | embed | prepare-data | ...
+    entry_points={"console_scripts": ["bert-jax = bert_jax.console:run"]},
 )

@@ -1,7 +1,7 @@
 """Bad input to every entry point, as a table: each case exits with status 2 and prints exactly
 one ``error:`` line (the last on stderr, under 300 characters) that names the problem, no
 traceback, and leaves an existing run's checkpoints byte-identical. Everything runs in-process
-(`main.run` and each tool's `main`); a tool whose flags bypass the boundary in cli/entry.py
+(`main.run` and each tool's `main`); a tool whose flags bypass the boundary in cli/runner.py
 (argparse's usage block and `SystemExit`) fails here."""
 
 import hashlib
@@ -22,7 +22,7 @@ from bert_jax.bench import (
   benchmark_gpu_layer_norm,
   memory_length,
 )
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus
 from bert_jax.tools import (
   aot_compile,
@@ -213,12 +213,12 @@ CASES = [
   ("benchmark_data_nothing", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
   ("benchmark_data_corrupt", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
   ("benchmark_data_not_int", _tool(benchmark_data.main), lambda p: ["--batch_size=abc"], "invalid int value: 'abc'"),
-  ("benchmark_attention_not_int", _tool(lambda argv: entry.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
-  ("gpu_attention_points", _tool(lambda argv: entry.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
-  ("gpu_attention_flash_launch", _tool(lambda argv: entry.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
-  ("gpu_layer_norm_points", _tool(lambda argv: entry.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--shapes=big"], "--shapes: 'big' is not ROWSxWIDTH"),
-  ("gpu_layer_norm_launch", _tool(lambda argv: entry.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/3/64/4"], "layer norm launch '4/4/3/64/4': write five powers of two"),
-  ("gpu_layer_norm_launch_rows", _tool(lambda argv: entry.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/128/64/4"], "BACKWARD_ROWS 128 exceeds BACKWARD_ROWS_PER_PROGRAM 64"),
+  ("benchmark_attention_not_int", _tool(lambda argv: runner.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
+  ("gpu_attention_points", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
+  ("gpu_attention_flash_launch", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
+  ("gpu_layer_norm_points", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--shapes=big"], "--shapes: 'big' is not ROWSxWIDTH"),
+  ("gpu_layer_norm_launch", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/3/64/4"], "layer norm launch '4/4/3/64/4': write five powers of two"),
+  ("gpu_layer_norm_launch_rows", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/128/64/4"], "BACKWARD_ROWS 128 exceeds BACKWARD_ROWS_PER_PROGRAM 64"),
   ("aot_compile_unknown_flag", _with_name(aot_compile.main), lambda p: ["--topolgy=v4-8"], "topolgy"),
   ("export_task_unknown_flag", _with_name(export_task.main), lambda p: ["--wrokdir=/tmp/x"], "wrokdir"),
   ("corpus_unknown_flag", _tool(build_default_corpus.main), lambda p: ["--sourse=x"], "unrecognized arguments: --sourse=x"),
@@ -230,7 +230,7 @@ CASES = [
 # Modules of bert_jax/tools with a `main` that have no case above, and why.
 NOT_IN_TABLE = {
   # Defines absl flags (--lengths, --rounds) that benchmark_attention / benchmark define too, so
-  # it cannot be imported beside them; it ends in the same `entry.run_absl`.
+  # it cannot be imported beside them; it ends in the same `runner.run_absl`.
   "benchmark_reformer_pytorch",
   # Likewise (--config, --steps, --rounds as benchmark has them); their bad-input cases run them
   # in subprocesses in test_benchmark.py.
@@ -261,7 +261,7 @@ def test_bad_input_is_one_line(paths, capsys, case_id, entry, make_argv, expecte
     argv = [a for a in argv if a != "--no-workdir"]
     status = main.run(["main", *argv, NO_CACHE])
   elif entry == ABSL:
-    status = entry.run_absl(benchmark.main, ["benchmark", *argv])
+    status = runner.run_absl(benchmark.main, ["benchmark", *argv])
   else:
     status = entry(argv)
   err = capsys.readouterr().err

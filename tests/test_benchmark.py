@@ -21,7 +21,7 @@ from bert_jax.bench import (
   benchmark_gpu_layer_norm,
   trace_ops,
 )
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import mask_positions
 from bert_jax.models.config import ModelConfig
 from bert_jax.tasks import pretraining
@@ -125,7 +125,7 @@ def test_hf_torch_model_is_bert_for_pretraining_and_its_first_steps_learn(one_to
 
 def test_missing_torch_is_one_line_naming_the_install(monkeypatch, capsys):
   monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError.
-  status = entry.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])
+  status = runner.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])
   err = capsys.readouterr().err.strip().splitlines()
   assert status == 2
   assert err[-1].startswith("error: --baseline=hf_torch needs PyTorch and transformers")
@@ -259,7 +259,7 @@ def test_aot_compile_runs_without_tensorflow():
 
 
 def test_gpu_layer_norm_tool_runs_on_a_cpu_and_compares_the_kernels_with_flax(capsys):
-  status = entry.run_absl(
+  status = runner.run_absl(
     benchmark_gpu_layer_norm.main,
     ["benchmark_gpu_layer_norm", "--shapes=64x48", "--norm_repeats=1", "--norm_launch=2/4/2/8/4"],
   )
@@ -278,7 +278,7 @@ def test_gpu_layer_norm_tool_runs_on_a_cpu_and_compares_the_kernels_with_flax(ca
 
 
 def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys):
-  status = entry.run_absl(
+  status = runner.run_absl(
     benchmark_gpu_attention.main,
     ["benchmark_gpu_attention", "--points=2x64", "--timed_repeats=1", "--flash_launch=32/4/16/2/1"],
   )

@@ -33,7 +33,7 @@ from ml_collections import config_flags
 
 from bert_jax import environment
 from bert_jax.bench import step_timing
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -188,4 +188,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -28,7 +28,7 @@ import time
 from absl import flags
 
 from bert_jax.bench import attention_timing
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 
 _KINDS = flags.DEFINE_list("kinds", ["dense", "lsh", "local"], "Attention kinds.")
 _LENGTHS = flags.DEFINE_list("lengths", ["1024", "4096", "16384", "65536"], "Sequence lengths.")
@@ -171,4 +171,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus
 
 _CHILD = """
@@ -71,7 +71,7 @@ def main(argv=None):
   )
   parser.add_argument("--sizes_mb", type=_sizes, default="18,180")
   parser.add_argument("--window_documents", type=_at_least_two, default=2000)
-  return entry.run_argparse(parser, _benchmark, argv)
+  return runner.run_argparse(parser, _benchmark, argv)
 
 
 def _benchmark(args):

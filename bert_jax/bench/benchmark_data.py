@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline
 from bert_jax.tools import create_pretraining_data
 
@@ -61,7 +61,7 @@ def main(argv=None):
   parser.add_argument("--batch_size", type=int, default=256)
   parser.add_argument("--num_batches", type=int, default=100)
   parser.add_argument("--warmup_batches", type=int, default=10)
-  return entry.run_argparse(parser, _benchmark, argv)
+  return runner.run_argparse(parser, _benchmark, argv)
 
 
 def _benchmark(args):

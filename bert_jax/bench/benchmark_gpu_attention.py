@@ -22,7 +22,7 @@ import json
 from absl import flags
 
 from bert_jax.bench import step_timing
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 
 _POINTS = flags.DEFINE_list("points", ["256x128", "64x512"], "BATCHxSEQ points timed.")
@@ -190,4 +190,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

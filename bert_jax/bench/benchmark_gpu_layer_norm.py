@@ -18,7 +18,7 @@ import json
 from absl import flags
 
 from bert_jax.bench import step_timing
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 
 _SHAPES = flags.DEFINE_list("shapes", ["32768x768", "16384x1024"], "ROWSxWIDTH shapes timed.")
@@ -108,4 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

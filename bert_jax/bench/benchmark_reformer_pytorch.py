@@ -34,7 +34,7 @@ import time
 from absl import flags
 
 from bert_jax.bench import attention_timing
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 
 _LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
@@ -131,4 +131,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

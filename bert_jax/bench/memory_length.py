@@ -39,7 +39,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import names
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus, text_corpus
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
@@ -240,7 +240,7 @@ def _run(values: flags.FlagValues):
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   argv = sys.argv if argv is None else list(argv)
-  return entry.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
+  return runner.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
 
 
 if __name__ == "__main__":

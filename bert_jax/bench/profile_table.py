@@ -15,7 +15,7 @@ import json
 from absl import flags
 
 from bert_jax.bench import trace_ops
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 
 _TRACE_DIR = flags.DEFINE_string("trace_dir", None, "Folder a jax.profiler trace was written to.")
@@ -36,4 +36,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(entry.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

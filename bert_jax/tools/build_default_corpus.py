@@ -26,7 +26,7 @@ import unicodedata
 
 from absl import logging
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import sentences, wordpiece_training
 
 _GENSIM_VERSION = "4.4.0"
@@ -303,7 +303,7 @@ def main(argv=None):
       source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
     )
 
-  return entry.run_argparse(_parser(), body, argv)
+  return runner.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":

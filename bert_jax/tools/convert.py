@@ -54,7 +54,7 @@ from absl import flags, logging
 from etils import epath
 
 from bert_jax import environment
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
@@ -382,7 +382,7 @@ def _convert(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return entry.run(__doc__, _define_flags, _convert, argv)
+  return runner.run(__doc__, _define_flags, _convert, argv)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import files as data_files
 from bert_jax.data import (
   full_sentences,
@@ -216,7 +216,7 @@ def _parser():
 
 def parse_args(argv):
   """The tool's flags, checked; a bad flag or value raises `UserInputError`."""
-  return _checked(entry.parse_args(_parser(), argv))
+  return _checked(runner.parse_args(_parser(), argv))
 
 
 def _checked(args):
@@ -257,7 +257,7 @@ def main(argv=None):
     else:
       run_process(args, args.process_index)
 
-  return entry.run_argparse(_parser(), body, argv)
+  return runner.run_argparse(_parser(), body, argv)
 
 
 if __name__ == "__main__":

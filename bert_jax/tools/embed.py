@@ -38,7 +38,7 @@ import numpy as np
 from absl import flags
 from etils import epath
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
@@ -344,7 +344,7 @@ def _embed(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return entry.run(__doc__, _define_flags, _embed, argv)
+  return runner.run(__doc__, _define_flags, _embed, argv)
 
 
 if __name__ == "__main__":

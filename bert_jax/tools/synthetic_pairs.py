@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -64,7 +64,7 @@ def main(argv=None):
   parser.add_argument("--min_length", type=int, default=4, help="words per sentence, at least")
   parser.add_argument("--max_length", type=int, default=8, help="words per sentence, at most")
   parser.add_argument("--seed", type=int, default=0)
-  return entry.run_argparse(
+  return runner.run_argparse(
     parser,
     lambda args: write_corpus(
       args.output,

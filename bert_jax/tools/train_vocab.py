@@ -28,7 +28,7 @@ import tempfile
 
 from absl import logging
 
-from bert_jax.cli import entry
+from bert_jax.cli import runner
 from bert_jax.data import bpe_training, text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
 
@@ -138,7 +138,7 @@ def main(argv=None):
   parser.add_argument("--model_type", choices=MODEL_TYPES, default="unigram")
   parser.add_argument("--vocab_size", type=int, default=30522)
   logging.set_verbosity(logging.INFO)
-  return entry.run_argparse(
+  return runner.run_argparse(
     parser,
     lambda args: train(
       inputs=args.input,
