@@ -22,7 +22,7 @@ _CHILD = """
 import json, sys, time
 from bert_jax.tools import create_pretraining_data
 start = time.perf_counter()
-assert create_pretraining_data.main(sys.argv[1:]) == 0
+assert create_pretraining_data.main(sys.argv) == 0
 wall = time.perf_counter() - start
 hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]
 print(json.dumps({"wall_s": wall, "peak_rss_mb": int(hwm) / 1024}))
