@@ -63,6 +63,8 @@ BYTE_LM = ModelConfig(
   attention_dropout_rate=0.0,
 )
 _TRAIN_DOCUMENTS, _HELD_OUT_DOCUMENTS = 12, 4
+# The families the registry gives a causal LM with segment memory.
+_MEMORY_FAMILIES = tuple(f for f in names.FAMILIES if families.get(f).has_memory)
 
 
 def byte_streams(rows: int, segment_len: int):
@@ -122,10 +124,10 @@ def held_out_loss(
 ):
   """Trains the byte LM of ``family`` with ``mem_len``; returns its mean held-out loss (nats
   per byte)."""
-  if family not in names.RECURRENT_FAMILIES:
+  if family not in _MEMORY_FAMILIES:
     raise UserInputError(
       f"the byte LM needs --family, one with segment memory: "
-      f"{' or '.join(names.RECURRENT_FAMILIES)} (got {family!r}); or pass --config with a "
+      f"{' or '.join(_MEMORY_FAMILIES)} (got {family!r}); or pass --config with a "
       "data.objective='clm' config"
     )
   if mem_len < 0 or (eval_mem_len is not None and eval_mem_len < 0):
@@ -178,7 +180,7 @@ def _define_flags(values: flags.FlagValues, argv):
     "family",
     None,
     "Without --config: the family of the byte LM, one with segment memory "
-    f"({', '.join(names.RECURRENT_FAMILIES)}).",
+    f"({', '.join(_MEMORY_FAMILIES)}).",
     **define,
   )
   flags.DEFINE_list("mem_lens", ["0", "16"], "Training memory lengths to compare.", **define)
