@@ -2,7 +2,7 @@
 one ``error:`` line (the last on stderr, under 300 characters) that names the problem, no
 traceback, and leaves an existing run's checkpoints byte-identical. Everything runs in-process
 (`main.run` and each tool's `main`); a tool whose flags bypass the boundary in cli/runner.py
-(argparse's usage block and `SystemExit`) fails here."""
+(a usage block and `SystemExit`) fails here."""
 
 import hashlib
 import importlib.util
@@ -211,9 +211,9 @@ CASES = [
   ("benchmark_key", ABSL, lambda p: [TINY, "--config.model.hidden=3"], "no key 'hidden'"),
   ("benchmark_hf_torch_family", ABSL, lambda p: [f"--config={run_helpers.REPO}/configs/electra_tiny.py", "--baseline=hf_torch"], "model.family='electra'"),
   ("benchmark_torch_compile_alone", ABSL, lambda p: [TINY, "--torch_compile"], "add --baseline=hf_torch"),
-  ("benchmark_data_nothing", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
-  ("benchmark_data_corrupt", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
-  ("benchmark_data_not_int", _tool(benchmark_data.main), lambda p: ["--batch_size=abc"], "invalid int value: 'abc'"),
+  ("benchmark_data_nothing", _with_name(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
+  ("benchmark_data_corrupt", _with_name(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
+  ("benchmark_data_not_int", _with_name(benchmark_data.main), lambda p: ["--batch_size=abc"], "--batch_size=abc: invalid literal for int()"),
   ("benchmark_attention_not_int", _tool(lambda argv: runner.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
   ("gpu_attention_points", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
   ("gpu_attention_flash_launch", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
@@ -224,7 +224,7 @@ CASES = [
   ("export_task_unknown_flag", _with_name(export_task.main), lambda p: ["--wrokdir=/tmp/x"], "wrokdir"),
   ("config_keys_flag", _with_name(config_keys.main), lambda p: ["--fine_tuning=maybe"], "--fine_tuning"),
   ("corpus_unknown_flag", _with_name(build_default_corpus.main), lambda p: ["--sourse=x"], "Unknown command line flag 'sourse'. Did you mean: source ?"),
-  ("benchmark_sizes", _tool(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),
+  ("benchmark_sizes", _with_name(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),
   ("corpus_source_missing", _with_name(build_default_corpus.main), lambda p: [f"--source={p['missing']}", f"--output_dir={p['root']}/c"], "missing.txt" if HAS_GENSIM else "needs gensim"),
 ]  # fmt: skip
 
