@@ -123,6 +123,58 @@ def test_hf_torch_model_is_bert_for_pretraining_and_its_first_steps_learn(one_to
   assert losses[-1] < losses[0] - 0.05, losses  # The same batch four times: it is learnt.
 
 
+@pytest.mark.parametrize(
+  "family,classes",
+  [
+    ("bert", {"": "BertForPreTraining"}),
+    ("albert", {"": "AlbertForPreTraining"}),
+    ("distilbert", {"": "DistilBertForMaskedLM"}),
+    ("roberta", {"": "RobertaForMaskedLM"}),
+    ("electra", {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM"}),
+  ],
+)
+def test_the_baselines_take_their_classes_from_the_family_export(family, classes):
+  from bert_jax.bench import hf_export  # pylint: disable=g-import-not-at-top
+
+  assert hf_export.architectures(dataclasses.replace(SMALL_MODEL, family=family)) == classes
+
+
+def test_a_family_the_baselines_cannot_train_is_refused_in_one_line():
+  from bert_jax.bench import hf_export, hf_torch_baseline  # pylint: disable=g-import-not-at-top
+  from bert_jax.errors import UserInputError  # pylint: disable=g-import-not-at-top
+
+  with pytest.raises(UserInputError, match="model.family='xlnet' pretrains with permutation_lm"):
+    hf_export.architectures(dataclasses.replace(SMALL_MODEL, family="xlnet"))
+  with pytest.raises(UserInputError, match="BertForPreTraining, not model.family='albert'"):
+    hf_torch_baseline.check_config(dataclasses.replace(SMALL_MODEL, family="albert"))
+
+
+def test_hf_flax_electra_baseline_learns_with_the_shared_step():
+  """The replaced-token-detection baseline (two models, shared embeddings) runs the same
+  jitted step as the masked-LM ones, and its loss falls on a repeated batch."""
+  pytest.importorskip("transformers")
+  import optax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.bench import hf_flax_baseline  # pylint: disable=g-import-not-at-top
+
+  config = dataclasses.replace(
+    SMALL_MODEL,
+    family="electra",
+    num_layers=1,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+  )
+  batch = pretraining.PretrainingTask(SMALL_MODEL, 16, 3).random_batch(4)
+  hf_flax_baseline.check_config(config)
+  step, state = hf_flax_baseline.train_step(config, optax.adam(1e-3))
+  assert set(state[0]) == {"discriminator", "generator"}
+  losses = []
+  for i in range(3):
+    *state, loss = step(*state, batch, jax.random.key(i))
+    losses.append(float(loss))
+  assert all(map(math.isfinite, losses)) and losses[-1] < losses[0], losses
+
+
 def test_missing_torch_is_one_line_naming_the_install(monkeypatch, capsys):
   monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError.
   status = runner.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])

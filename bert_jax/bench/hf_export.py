@@ -14,6 +14,10 @@ import numpy as np
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.family_spec import MASKED_LM, REPLACED_TOKEN_DETECTION
+
+# The pretraining objectives whose loss the baselines compute.
+OBJECTIVES = (MASKED_LM, REPLACED_TOKEN_DETECTION)
 
 
 def exported_configs(model_config: ModelConfig) -> dict:
@@ -23,13 +27,15 @@ def exported_configs(model_config: ModelConfig) -> dict:
   architectures; the values are not used).
 
   Raises:
-    UserInputError: the family has no Hugging Face conversion.
+    UserInputError: the family has no Hugging Face conversion, or pretrains with an objective
+      the baselines do not compute.
   """
   family = families.get(model_config.family)
-  if family.hf is None:
+  if family.hf is None or family.pretraining_objective not in OBJECTIVES:
     raise UserInputError(
-      f"model.family={model_config.family!r} has no Hugging Face counterpart to compare with; "
-      "drop --baseline"
+      f"the Hugging Face baselines train {' or '.join(OBJECTIVES)} models; model.family="
+      f"{model_config.family!r} pretrains with {family.pretraining_objective or 'a causal LM'}"
+      f"{'' if family.hf else ' and has no Hugging Face conversion'}; drop --baseline"
     )
   config = dataclasses.replace(
     model_config, scan_layers=False, remat_policy="none", attention_kind="dense"
