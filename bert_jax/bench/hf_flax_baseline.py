@@ -24,28 +24,15 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.models.family_spec import REPLACED_TOKEN_DETECTION
 
 
-def _flax_models(model_config: ModelConfig, seed: int) -> dict:
-  """{export subdirectory: transformers Flax model} with fresh weights."""
-  import transformers  # pylint: disable=g-import-not-at-top
-
-  models = {}
-  for offset, (directory, values) in enumerate(
-    sorted(hf_export.exported_configs(model_config).items())
-  ):
-    name = "Flax" + values["architectures"][0]
-    if not hasattr(transformers, name):
-      raise UserInputError(
-        f"--baseline=hf_flax: transformers has no {name} for model.family="
-        f"{model_config.family!r}; drop --baseline"
-      )
-    with jax.numpy_rank_promotion("allow"):
-      # The same compute dtype as bert_jax's step (params stay float32 in both).
-      models[directory] = getattr(transformers, name)(
-        hf_export.hf_config(transformers, values),
-        seed=seed + offset,
-        dtype=jnp.dtype(model_config.dtype),
-      )
-  return models
+def _flax_class(transformers, architecture: str, model_config: ModelConfig):
+  """transformers' Flax class of ``architecture`` (``BertForPreTraining``)."""
+  name = "Flax" + architecture
+  if not hasattr(transformers, name):
+    raise UserInputError(
+      f"--baseline=hf_flax: transformers has no {name} for model.family="
+      f"{model_config.family!r}; drop --baseline"
+    )
+  return getattr(transformers, name)
 
 
 def check_config(model_config: ModelConfig):
@@ -56,12 +43,26 @@ def check_config(model_config: ModelConfig):
   """
   import transformers  # pylint: disable=g-import-not-at-top
 
-  for name in hf_export.architectures(model_config).values():
-    if not hasattr(transformers, "Flax" + name):
-      raise UserInputError(
-        f"--baseline=hf_flax: transformers has no Flax{name} for model.family="
-        f"{model_config.family!r}; drop --baseline"
+  for architecture in hf_export.architectures(model_config).values():
+    _flax_class(transformers, architecture, model_config)
+
+
+def _flax_models(model_config: ModelConfig, seed: int) -> dict:
+  """{export subdirectory: transformers Flax model} with fresh weights."""
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  exported = sorted(hf_export.exported_configs(model_config).items())
+  models = {}
+  for offset, (directory, values) in enumerate(exported):
+    model_class = _flax_class(transformers, values["architectures"][0], model_config)
+    with jax.numpy_rank_promotion("allow"):
+      # The same compute dtype as bert_jax's step (params stay float32 in both).
+      models[directory] = model_class(
+        hf_export.hf_config(transformers, values),
+        seed=seed + offset,
+        dtype=jnp.dtype(model_config.dtype),
       )
+  return models
 
 
 def train_step(model_config: ModelConfig, optimizer, seed: int = 0):
