@@ -43,10 +43,17 @@ def exported_configs(model_config: ModelConfig) -> dict:
   ids = jnp.zeros((1, 2), jnp.int32)
   rngs = {"params": jax.random.key(0), "hashing": jax.random.key(0)}
   model = family.pretraining_model(config)
-  shapes = jax.eval_shape(lambda: model.init(rngs, ids, ids, ids + 1))
-  params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), nn.unbox(shapes)["params"])
+  shapes = jax.eval_shape(lambda: model.init(rngs, ids, ids, ids + 1))["params"]
+  params = jax.tree.map(_zeros, shapes, is_leaf=lambda x: isinstance(x, nn.Partitioned))
   directories, _ = family.hf.write(params, config)
   return {directory: values for directory, (values, _) in directories.items()}
+
+
+def _zeros(leaf):
+  # A partitioned leaf's value, without `nn.unbox`: that would constrain it to the shardings of
+  # whatever mesh the caller runs under (the benchmark builds the baselines inside its own).
+  value = leaf.value if isinstance(leaf, nn.Partitioned) else leaf
+  return np.zeros(value.shape, value.dtype)
 
 
 def architectures(model_config: ModelConfig) -> dict:
