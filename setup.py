@@ -44,7 +44,7 @@ EXTRAS_REQUIRE = {
     # Without NVIDIA's libraries it only compiles; to run on a GPU install jax[cuda13].
     # (No "_" in extra names: setuptools writes "gpu_aot" as "gpu-aot", which older pips miss.)
     "cuda": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
-    # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
+    # bench/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }
 
@@ -61,4 +61,6 @@ setuptools.setup(
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
+    # One command for the user tools: bert-jax train | convert | embed | prepare-data | ...
+    entry_points={"console_scripts": ["bert-jax = bert_jax.console:run"]},
 )

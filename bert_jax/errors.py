@@ -1,4 +1,4 @@
-"""The exception types the entry points turn into one line (see `bert_jax.tools.error_lines`).
+"""The exception types the entry points turn into one line (see `bert_jax.cli.error_lines`).
 
 `bert_jax.main` and the tools print such errors as a single line and exit non-zero; anything
 else is a bug and keeps its traceback.

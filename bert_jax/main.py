@@ -1,6 +1,12 @@
 """Entry point: flags -> `train_and_evaluate(config, workdir)`.
 
-  python -m bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/bert_tiny
+  bert-jax train --config=configs/bert_tiny.py --workdir=/tmp/bert_tiny
+  python -m bert_jax.main --config=configs/bert_tiny.py --workdir=/tmp/bert_tiny  (the same)
+
+Any config key can be set on the command line after --config: --config.<key>=value, sections
+dotted, e.g. --config.num_train_steps=100 --config.model.dtype=bfloat16. Every key with its
+default and description: `bert-jax config-keys` (python -m bert_jax.tools.config_keys; add
+--fine_tuning for the fine-tuning data keys).
 
 Multi-process off TPU (two processes on a laptop, GPU clusters):
   ... --coordinator_address=127.0.0.1:12355 --num_processes=2 --process_id=0
@@ -16,8 +22,8 @@ from etils import epath
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.cli import error_lines, runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, error_lines
 
 
 def _define_flags(values: flags.FlagValues, argv):
@@ -102,7 +108,7 @@ def run(argv=None) -> int:
   environment.quiet_tensorflow()
   environment.limit_jax_to_present_platforms()
   argv = sys.argv if argv is None else list(argv)
-  return cli.run(
+  return runner.run(
     __doc__, lambda values: _define_flags(values, argv), lambda values: _train(values, argv), argv
   )
 
@@ -117,6 +123,11 @@ def _main(argv):
     os._exit(status)  # pylint: disable=protected-access
 
 
-if __name__ == "__main__":
+def main(argv=None):
+  """`run` as a program (``bert-jax train``): absl's logging set up, exits with its status."""
   # absl's own flags (logging) keep their defaults; ours are parsed by `run`.
-  app.run(_main, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), argv)[1])
+  app.run(_main, argv=argv, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), argv)[1])
+
+
+if __name__ == "__main__":
+  main()

@@ -3,7 +3,7 @@
 # machine's GPU, in one go: BERT-base (batch 256 x 128) eager and with torch.compile, then
 # BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (issue 20's table).
 # The runs attention and attention512 (not run unless named) time BERT-base with the dense
-# attention kernel against the flash one side by side (tools/benchmark_variants), at 256 x 128
+# attention kernel against the flash one side by side (bench/benchmark_variants), at 256 x 128
 # and at 64 x 512, attention dropout 0.1 in both; gemms times BERT-base as the GPU step compiles
 # (cuBLAS for every matrix product, train/compiler_options.py) against XLA's Triton GEMMs;
 # large_unrolled times BERT-large as configured (scanned layers, for compile time on pods)
@@ -35,15 +35,15 @@
 #              images often lack: `pip download --no-deps ml-collections==1.1.0 -d DIR`
 #   --profile  also trace 3 of bert_jax's steps per run (in OUT_DIR/trace_<run>) and write where
 #              their device time goes, per GPU kernel, to OUT_DIR/<run>.profile.jsonl
-#              (tools/profile_table; the folders a trace makes are too deep for some copy tools)
+#              (bench/profile_table; the folders a trace makes are too deep for some copy tools)
 #   --gpu_tests first run the tests that need a GPU (tests/test_cudnn_attention.py,
 #              tests/test_flash_attention.py and tests/test_layer_norm_kernels.py: the cudnn
 #              and flash attention kinds against the dense one and the Triton layer norm against
 #              float64, compiled for the GPU), their summary in OUT_DIR/gpu_tests.txt, then
-#              time one layer's attention kernels (tools/benchmark_gpu_attention), the packed
+#              time one layer's attention kernels (bench/benchmark_gpu_attention), the packed
 #              flash kernels under other Triton launches too, into OUT_DIR/gpu_attention.jsonl,
 #              and one norm's forward + backward, XLA's against the Triton kernels under five
-#              launches (tools/benchmark_gpu_layer_norm), into OUT_DIR/gpu_layer_norm.jsonl
+#              launches (bench/benchmark_gpu_layer_norm), into OUT_DIR/gpu_layer_norm.jsonl
 #   --config.KEY=...  config overrides for every run, after the table's own (e.g. a small
 #              model to try the script on a CPU)
 #   --dry-run  print the commands, run nothing
@@ -94,7 +94,7 @@ run_args() {
   local timing=(--config.model.dtype=bfloat16 "--steps=$steps" "--rounds=$rounds")
   local kinds=("${timing[@]}" --variant=dense:model.attention_kind=dense
     --variant=flash:model.attention_kind=flash)
-  TOOL=bert_jax.tools.benchmark
+  TOOL=bert_jax.bench.benchmark
   case "$1" in
     base) ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${base[@]}") ;;
     base_compile)
@@ -103,26 +103,26 @@ run_args() {
       ;;
     large) ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${base[@]}") ;;
     attention)
-      TOOL=bert_jax.tools.benchmark_variants
+      TOOL=bert_jax.bench.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${kinds[@]}")
       ;;
     attention512)
-      TOOL=bert_jax.tools.benchmark_variants
+      TOOL=bert_jax.bench.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=64
         --config.data.max_seq_length=512 --config.data.max_predictions_per_seq=80 "${kinds[@]}")
       ;;
     gemms)
-      TOOL=bert_jax.tools.benchmark_variants
+      TOOL=bert_jax.bench.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${timing[@]}"
         --variant=default "--variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true")
       ;;
     large_unrolled)
-      TOOL=bert_jax.tools.benchmark_variants
+      TOOL=bert_jax.bench.benchmark_variants
       ARGS=(--config=configs/bert_large.py --config.global_batch_size=128 "${timing[@]}"
         --variant=configured "--variant=unrolled:model.scan_layers=false")
       ;;
     fusions)
-      TOOL=bert_jax.tools.benchmark_variants
+      TOOL=bert_jax.bench.benchmark_variants
       ARGS=(--config=configs/bert_base.py --config.global_batch_size=256 "${timing[@]}"
         --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true
         --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true
@@ -177,12 +177,12 @@ if ((gpu_tests)); then
   # The flash launches: other warps, stages and blocks than flash.default_launch's
   # (128/8/64/4/2 at BERT-base's head_dim 64) for the forward and the backward kernels.
   kernels=(env "XLA_FLAGS=--xla_gpu_enable_command_buffer=" "$python" -m
-    bert_jax.tools.benchmark_gpu_attention --flash_launch=128/4/64/4/2
+    bert_jax.bench.benchmark_gpu_attention --flash_launch=128/4/64/4/2
     --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2
     --flash_launch=128/8/32/4/2)
   # The layer-norm launches: one row a forward program (Triton's tutorial), and larger or
   # smaller blocks, warps and backward programs than layer_norm_kernels.Launch's 4/4/4/64/4.
-  norms=("$python" -m bert_jax.tools.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4
+  norms=("$python" -m bert_jax.bench.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4
     --norm_launch=8/8/8/64/8 --norm_launch=2/4/2/32/4 --norm_launch=4/8/4/128/8 --norm_launch=4/4/8/256/8)
   kernel_timing "$out/gpu_attention.jsonl" "${kernels[@]}"
   kernel_timing "$out/gpu_layer_norm.jsonl" "${norms[@]}"
@@ -194,8 +194,8 @@ for run_name in "${selected[@]}"; do
   if ((profile)); then
     command+=("--profile_dir=$out/trace_$run_name" --profile_steps=3)
     # benchmark_variants prints each variant's top kernels in its own lines.
-    [[ $TOOL == bert_jax.tools.benchmark_variants ]] ||
-      table=("$python" -m bert_jax.tools.profile_table "--trace_dir=$out/trace_$run_name"
+    [[ $TOOL == bert_jax.bench.benchmark_variants ]] ||
+      table=("$python" -m bert_jax.bench.profile_table "--trace_dir=$out/trace_$run_name"
         --steps=3 --top=40)
   fi
   if ((DRY_RUN)); then

@@ -41,14 +41,14 @@ def test_a_back_import_breaks_the_layers(tmp_path):
   )
   shutil.copy(REPO / "setup.cfg", tmp_path / "setup.cfg")
   files = tmp_path / "bert_jax" / "data" / "files.py"
-  files.write_text(files.read_text() + "\nfrom bert_jax.tools import cli  # A back arrow.\n")
+  files.write_text(files.read_text() + "\nfrom bert_jax.tools import convert  # A back arrow.\n")
   state = tmp_path / "bert_jax" / "models" / "interop" / "hf_state.py"
   state.write_text(state.read_text() + "\nfrom bert_jax.models import families  # Up.\n")
   result = _run(
     "lint-imports", "--no-cache", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": str(BIN)}
   )
   assert result.returncode != 0, result.stdout[-3000:]
-  assert "bert_jax.data.files -> bert_jax.tools.cli" in result.stdout
+  assert "bert_jax.data.files -> bert_jax.tools.convert" in result.stdout
   assert "bert_jax.models.interop.hf_state -> bert_jax.models.families" in result.stdout
 
 
@@ -60,16 +60,21 @@ def _imported_modules(path):
       yield node.module
 
 
-def test_library_never_imports_tools():
-  """Belt and braces for the layers contract: no library module imports a command-line tool."""
-  offenders = [
+def _importers(package, allowed):
+  """Modules outside ``allowed`` (top-level names under bert_jax) that import ``package``."""
+  return [
     str(p.relative_to(REPO))
     for p in (REPO / "bert_jax").rglob("*.py")
-    if "tools" not in p.relative_to(REPO).parts
-    and p.name != "main.py"
-    and any(m.startswith("bert_jax.tools") for m in _imported_modules(p))
+    if p.relative_to(REPO / "bert_jax").parts[0].removesuffix(".py") not in allowed
+    and any(m.startswith(f"bert_jax.{package}") for m in _imported_modules(p))
   ]
-  assert not offenders
+
+
+def test_library_never_imports_commands():
+  """Belt and braces for the layers contract: no library module imports a command-line tool or
+  a benchmark, and the user commands never import the benchmarks."""
+  assert not _importers("tools", {"tools", "bench", "main", "console"})
+  assert not _importers("bench", {"bench", "console"})
 
 
 def test_tree_is_formatted_and_lint_clean():

@@ -70,8 +70,8 @@ def test_workdir_of_another_model_is_refused_and_kept(tmp_path):
 
 def test_a_line_with_long_paths_keeps_its_problem_and_fix():
   """Deep temporary or bucket paths lose their middle before the message loses its end."""
+  from bert_jax.cli import error_lines
   from bert_jax.errors import UserInputError
-  from bert_jax.tools import error_lines
 
   deep = "/tmp/" + "/".join(f"level_{i:02d}_of_a_deep_directory" for i in range(6)) + "/model.bin"
   line, status = error_lines.describe(

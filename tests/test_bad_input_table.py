@@ -1,8 +1,8 @@
 """Bad input to every entry point, as a table: each case exits with status 2 and prints exactly
 one ``error:`` line (the last on stderr, under 300 characters) that names the problem, no
 traceback, and leaves an existing run's checkpoints byte-identical. Everything runs in-process
-(`main.run` and each tool's `main`); a tool whose flags bypass the boundary in tools/cli.py
-(argparse's usage block and `SystemExit`) fails here."""
+(`main.run` and each tool's `main`); a tool whose flags bypass the boundary in cli/runner.py
+(a usage block and `SystemExit`) fails here."""
 
 import hashlib
 import pathlib
@@ -12,22 +12,25 @@ import sys
 import pytest
 
 from bert_jax import main
-from bert_jax.data import default_corpus
-from bert_jax.tools import (
-  aot_compile,
+from bert_jax.bench import (
   benchmark,
   benchmark_attention,
   benchmark_create_pretraining_data,
   benchmark_data,
   benchmark_gpu_attention,
   benchmark_gpu_layer_norm,
+  memory_length,
+)
+from bert_jax.cli import runner
+from bert_jax.data import default_corpus
+from bert_jax.tools import (
+  aot_compile,
   build_default_corpus,
-  cli,
+  config_keys,
   convert,
   create_pretraining_data,
   embed,
   export_task,
-  memory_length,
   synthetic_pairs,
   train_vocab,
 )
@@ -156,7 +159,8 @@ CASES = [
   ("clm_records", MAIN, lambda p: [XL_TINY, f"--config.data.tfrecord_pattern={p['root']}/none-*.tfrecord"], "unset data.tfrecord_pattern"),
   ("clm_distillation", MAIN, lambda p: [XL_TINY, "--config.task=distillation"], "data.objective='clm' is a pretraining objective"),
   ("memory_length_no_workdir", _with_name(memory_length.main), lambda p: [XL_TINY, "--eval_mem_lens=0,32"], "--config needs --workdir"),
-  ("memory_length_negative", _with_name(memory_length.main), lambda p: ["--mem_lens=-1", "--steps=1"], "memory lengths must be >= 0"),
+  ("memory_length_negative", _with_name(memory_length.main), lambda p: ["--family=xlnet", "--mem_lens=-1", "--steps=1"], "memory lengths must be >= 0"),
+  ("memory_length_no_family", _with_name(memory_length.main), lambda p: ["--mem_lens=0", "--steps=1"], "the byte LM needs --family, one with segment memory: xlnet or transformer_xl (got None)"),
   ("permutation_predicts_nothing", MAIN, lambda p: [XLNET_TINY, "--config.data.max_predictions_per_seq=0"], "data.max_predictions_per_seq is 0"),
   ("transformer_xl_not_causal", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl"], "is a causal LM"),
   ("transformer_xl_same_length", MAIN, lambda p: [TINY, "--config.model.family=transformer_xl", "--config.model.causal=True", "--config.model.recurrence.same_length=True"], "but model.recurrence.mem_len=0"),
@@ -175,24 +179,24 @@ CASES = [
   ("init_from_missing", MAIN, lambda p: [TINY, f"--config.init_from={p['missing']}"], "missing.txt"),
   ("finetune_binary", MAIN, lambda p: [f"--config={run_helpers.REPO}/configs/finetune/glue.py:mrpc", f"--config.data.train_path={p['binary']}", f"--config.data.eval_path={p['binary']}", f"--config.init_from={p['run']}", *finetune_fixtures.model_flags()], "UTF-8"),
   # synthetic_pairs.
-  ("pairs_sizes", synthetic_pairs.main, lambda p: [f"--output={p['root']}/pairs", "--min_length=5", "--max_length=3"], "--min_length=5, --max_length=3"),
-  ("pairs_flag", synthetic_pairs.main, lambda p: [f"--output={p['root']}/pairs", "--pairs=many"], "--pairs: invalid int value"),
+  ("pairs_sizes", _with_name(synthetic_pairs.main), lambda p: [f"--output={p['root']}/pairs", "--min_length=5", "--max_length=3"], "--min_length=5, --max_length=3"),
+  ("pairs_flag", _with_name(synthetic_pairs.main), lambda p: [f"--output={p['root']}/pairs", "--pairs=many"], "--pairs=many: invalid literal for int()"),
   # train_vocab.
-  ("vocab_binary", train_vocab.main, lambda p: [f"--input={p['binary']}", f"--output={p['root']}/v1.txt", "--vocab_size=1000"], "binary.bin is not UTF-8 text"),
-  ("vocab_mostly_binary", train_vocab.main, lambda p: [f"--input={p['mostly_binary']}", f"--output={p['root']}/v5.txt", "--vocab_size=100"], "mostly_binary.bin is not UTF-8 text (20 undecodable lines, 3 of text)"),
-  ("vocab_too_big", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v2.txt", "--vocab_size=5000"], "--vocab_size=5000"),
-  ("vocab_output_under_file", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['a_file']}/v.txt", "--vocab_size=100"], "a_file"),
-  ("vocab_input_missing", train_vocab.main, lambda p: [f"--input={p['missing']}", f"--output={p['root']}/v3.txt"], "missing.txt"),
-  ("vocab_no_output", train_vocab.main, lambda p: [f"--input={p['text']}"], "required: --output; see python -m bert_jax.tools.train_vocab --help"),
-  ("vocab_size_not_int", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v6.txt", "--vocab_size=abc"], "invalid int value: 'abc'"),
-  ("vocab_kind", train_vocab.main, lambda p: [f"--input={p['text']}", f"--output={p['root']}/v4.txt", "--kind=bpe"], "--kind"),
+  ("vocab_binary", _with_name(train_vocab.main), lambda p: [f"--input={p['binary']}", f"--output={p['root']}/v1.txt", "--vocab_size=1000"], "binary.bin is not UTF-8 text"),
+  ("vocab_mostly_binary", _with_name(train_vocab.main), lambda p: [f"--input={p['mostly_binary']}", f"--output={p['root']}/v5.txt", "--vocab_size=100"], "mostly_binary.bin is not UTF-8 text (20 undecodable lines, 3 of text)"),
+  ("vocab_too_big", _with_name(train_vocab.main), lambda p: [f"--input={p['text']}", f"--output={p['root']}/v2.txt", "--vocab_size=5000"], "--vocab_size=5000"),
+  ("vocab_output_under_file", _with_name(train_vocab.main), lambda p: [f"--input={p['text']}", f"--output={p['a_file']}/v.txt", "--vocab_size=100"], "a_file"),
+  ("vocab_input_missing", _with_name(train_vocab.main), lambda p: [f"--input={p['missing']}", f"--output={p['root']}/v3.txt"], "missing.txt"),
+  ("vocab_no_output", _with_name(train_vocab.main), lambda p: [f"--input={p['text']}"], "error: --output is required; see --help"),
+  ("vocab_size_not_int", _with_name(train_vocab.main), lambda p: [f"--input={p['text']}", f"--output={p['root']}/v6.txt", "--vocab_size=abc"], "--vocab_size=abc: invalid literal for int()"),
+  ("vocab_kind", _with_name(train_vocab.main), lambda p: [f"--input={p['text']}", f"--output={p['root']}/v4.txt", "--kind=bpe"], "--kind"),
   # create_pretraining_data.
-  ("records_no_output_dir", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['text']}"], "required: --output_dir"),
-  ("records_bad_style", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['text']}", f"--output_dir={p['root']}/r4", "--style=packed"], "invalid choice: 'packed'"),
-  ("records_output_is_file", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['text']}", f"--output_dir={p['a_file']}"], "a_file"),
-  ("records_input_missing", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['missing']}", f"--output_dir={p['root']}/r1"], "missing.txt"),
-  ("records_binary", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['binary']}", f"--output_dir={p['root']}/r2"], "binary.bin is not UTF-8 text"),
-  ("records_mostly_binary", create_pretraining_data.main, lambda p: [VOCAB, f"--input={p['mostly_binary']}", f"--output_dir={p['root']}/r3"], "mostly_binary.bin is not UTF-8 text (20 undecodable lines, 3 of text)"),
+  ("records_no_output_dir", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['text']}"], "error: --output_dir is required; see --help"),
+  ("records_bad_style", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['text']}", f"--output_dir={p['root']}/r4", "--style=packed"], "--style=packed: value should be one of <pairs|full_sentences>"),
+  ("records_output_is_file", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['text']}", f"--output_dir={p['a_file']}"], "a_file"),
+  ("records_input_missing", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['missing']}", f"--output_dir={p['root']}/r1"], "missing.txt"),
+  ("records_binary", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['binary']}", f"--output_dir={p['root']}/r2"], "binary.bin is not UTF-8 text"),
+  ("records_mostly_binary", _with_name(create_pretraining_data.main), lambda p: [VOCAB, f"--input={p['mostly_binary']}", f"--output_dir={p['root']}/r3"], "mostly_binary.bin is not UTF-8 text (20 undecodable lines, 3 of text)"),
   # convert and embed.
   ("convert_input_missing", _with_name(convert.main), lambda p: ["--to=hf", f"--input={p['missing']}", f"--output={p['root']}/hf"], "--input"),
   ("convert_no_direction", _with_name(convert.main), lambda p: [f"--input={p['run']}", f"--output={p['root']}/hf2"], "--from"),
@@ -205,27 +209,28 @@ CASES = [
   ("benchmark_key", ABSL, lambda p: [TINY, "--config.model.hidden=3"], "no key 'hidden'"),
   ("benchmark_hf_torch_family", ABSL, lambda p: [f"--config={run_helpers.REPO}/configs/electra_tiny.py", "--baseline=hf_torch"], "model.family='electra'"),
   ("benchmark_torch_compile_alone", ABSL, lambda p: [TINY, "--torch_compile"], "add --baseline=hf_torch"),
-  ("benchmark_data_nothing", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
-  ("benchmark_data_corrupt", _tool(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
-  ("benchmark_data_not_int", _tool(benchmark_data.main), lambda p: ["--batch_size=abc"], "invalid int value: 'abc'"),
-  ("benchmark_attention_not_int", _tool(lambda argv: cli.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
-  ("gpu_attention_points", _tool(lambda argv: cli.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
-  ("gpu_attention_flash_launch", _tool(lambda argv: cli.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
-  ("gpu_layer_norm_points", _tool(lambda argv: cli.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--shapes=big"], "--shapes: 'big' is not ROWSxWIDTH"),
-  ("gpu_layer_norm_launch", _tool(lambda argv: cli.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/3/64/4"], "layer norm launch '4/4/3/64/4': write five powers of two"),
-  ("gpu_layer_norm_launch_rows", _tool(lambda argv: cli.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/128/64/4"], "BACKWARD_ROWS 128 exceeds BACKWARD_ROWS_PER_PROGRAM 64"),
+  ("benchmark_data_nothing", _with_name(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['root']}/none-*"], "none-*"),
+  ("benchmark_data_corrupt", _with_name(benchmark_data.main), lambda p: [f"--tfrecord_pattern={p['corrupt']}", "--num_batches=1", "--warmup_batches=0", "--batch_size=2"], "corrupt"),
+  ("benchmark_data_not_int", _with_name(benchmark_data.main), lambda p: ["--batch_size=abc"], "--batch_size=abc: invalid literal for int()"),
+  ("benchmark_attention_not_int", _tool(lambda argv: runner.run_absl(benchmark_attention.main, ["benchmark_attention", *argv])), lambda p: ["--d_model=abc"], "abc"),
+  ("gpu_attention_points", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--points=big"], "--points: 'big' is not BATCHxSEQ"),
+  ("gpu_attention_flash_launch", _tool(lambda argv: runner.run_absl(benchmark_gpu_attention.main, ["benchmark_gpu_attention", *argv])), lambda p: ["--flash_launch=128/8"], "flash launch '128/8': write FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES"),
+  ("gpu_layer_norm_points", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--shapes=big"], "--shapes: 'big' is not ROWSxWIDTH"),
+  ("gpu_layer_norm_launch", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/3/64/4"], "layer norm launch '4/4/3/64/4': write five powers of two"),
+  ("gpu_layer_norm_launch_rows", _tool(lambda argv: runner.run_absl(benchmark_gpu_layer_norm.main, ["benchmark_gpu_layer_norm", *argv])), lambda p: ["--norm_launch=4/4/128/64/4"], "BACKWARD_ROWS 128 exceeds BACKWARD_ROWS_PER_PROGRAM 64"),
   ("aot_compile_unknown_flag", _with_name(aot_compile.main), lambda p: ["--topolgy=v4-8"], "topolgy"),
   ("export_task_unknown_flag", _with_name(export_task.main), lambda p: ["--wrokdir=/tmp/x"], "wrokdir"),
-  ("corpus_unknown_flag", _tool(build_default_corpus.main), lambda p: ["--sourse=x"], "unrecognized arguments: --sourse=x"),
-  ("benchmark_sizes", _tool(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),
-  ("corpus_source_missing", _tool(build_default_corpus.main), lambda p: [f"--source={p['missing']}", f"--output_dir={p['root']}/c"], "missing.txt does not exist; pass a Wikipedia .xml.bz2 dump"),
+  ("config_keys_flag", _with_name(config_keys.main), lambda p: ["--fine_tuning=maybe"], "--fine_tuning"),
+  ("corpus_unknown_flag", _with_name(build_default_corpus.main), lambda p: ["--sourse=x"], "Unknown command line flag 'sourse'. Did you mean: source ?"),
+  ("benchmark_sizes", _with_name(benchmark_create_pretraining_data.main), lambda p: ["--sizes_mb=big"], "--sizes_mb"),
+  ("corpus_source_missing", _with_name(build_default_corpus.main), lambda p: [f"--source={p['missing']}", f"--output_dir={p['root']}/c"], "missing.txt does not exist; pass a Wikipedia .xml.bz2 dump"),
 ]  # fmt: skip
 
 
-# Modules of bert_jax/tools with a `main` that have no case above, and why.
+# Modules of bert_jax/tools and bert_jax/bench with a `main` that have no case above, and why.
 NOT_IN_TABLE = {
   # Defines absl flags (--lengths, --rounds) that benchmark_attention / benchmark define too, so
-  # it cannot be imported beside them; it ends in the same `cli.run_absl`.
+  # it cannot be imported beside them; it ends in the same `runner.run_absl`.
   "benchmark_reformer_pytorch",
   # Likewise (--config, --steps, --rounds as benchmark has them); their bad-input cases run them
   # in subprocesses in test_benchmark.py.
@@ -238,10 +243,11 @@ def test_every_tool_has_a_case():
   source = pathlib.Path(__file__).read_text(encoding="utf-8")
   tools = sorted(
     path.stem
-    for path in (run_helpers.REPO / "bert_jax" / "tools").glob("*.py")
+    for package in ("tools", "bench")
+    for path in (run_helpers.REPO / "bert_jax" / package).glob("*.py")
     if "\ndef main(" in path.read_text(encoding="utf-8")
   )
-  assert len(tools) >= 13, tools
+  assert len(tools) >= 19, tools
   assert [t for t in tools if f"{t}.main" not in source and t not in NOT_IN_TABLE] == []
 
 
@@ -256,7 +262,7 @@ def test_bad_input_is_one_line(paths, capsys, case_id, entry, make_argv, expecte
     argv = [a for a in argv if a != "--no-workdir"]
     status = main.run(["main", *argv, NO_CACHE])
   elif entry == ABSL:
-    status = cli.run_absl(benchmark.main, ["benchmark", *argv])
+    status = runner.run_absl(benchmark.main, ["benchmark", *argv])
   else:
     status = entry(argv)
   err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""tools/benchmark: the PyTorch baseline (`--baseline=hf_torch`) end to end on CPU, its model and
+"""bench/benchmark: the PyTorch baseline (`--baseline=hf_torch`) end to end on CPU, its model and
 first steps; the step tools (benchmark, benchmark_variants, profile_table, aot_compile) on a
 host without TensorFlow."""
 
@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 
 from bert_jax import names
-from bert_jax.data import mask_positions
-from bert_jax.models.config import ModelConfig
-from bert_jax.tasks import pretraining
-from bert_jax.tools import (
+from bert_jax.bench import (
   benchmark,
   benchmark_gpu_attention,
   benchmark_gpu_layer_norm,
-  cli,
   trace_ops,
 )
+from bert_jax.cli import runner
+from bert_jax.data import mask_positions
+from bert_jax.models.config import ModelConfig
+from bert_jax.tasks import pretraining
 from bert_jax.train.optimizer import OptimizerConfig
 from tests import run_helpers
 
@@ -58,7 +58,7 @@ def test_benchmark_times_hf_torch_with_bert_jax_on_a_host_without_tensorflow(tmp
   pytest.importorskip("torch")
   pytest.importorskip("transformers")
   line = _run_without_tensorflow(
-    "bert_jax.tools.benchmark", *BENCHMARK, "--baseline=hf_torch", f"--profile_dir={tmp_path}"
+    "bert_jax.bench.benchmark", *BENCHMARK, "--baseline=hf_torch", f"--profile_dir={tmp_path}"
   )
   # --profile_dir: a trace of bert_jax's steps (XLA's ops, not PyTorch's), after the timing.
   ops = trace_ops.op_times(trace_ops.newest_trace(tmp_path))
@@ -100,7 +100,7 @@ def _one_torch_thread():
 def test_hf_torch_model_is_bert_for_pretraining_and_its_first_steps_learn(one_torch_thread):
   del one_torch_thread
   transformers = pytest.importorskip("transformers")
-  from bert_jax.tools import hf_torch_baseline  # pylint: disable=g-import-not-at-top
+  from bert_jax.bench import hf_torch_baseline  # pylint: disable=g-import-not-at-top
 
   config = dataclasses.replace(SMALL_MODEL, hidden_dropout_rate=0.0, attention_dropout_rate=0.0)
   batch = pretraining.PretrainingTask(config, 32, 5).random_batch(8)
@@ -123,9 +123,61 @@ def test_hf_torch_model_is_bert_for_pretraining_and_its_first_steps_learn(one_to
   assert losses[-1] < losses[0] - 0.05, losses  # The same batch four times: it is learnt.
 
 
+@pytest.mark.parametrize(
+  "family,classes",
+  [
+    ("bert", {"": "BertForPreTraining"}),
+    ("albert", {"": "AlbertForPreTraining"}),
+    ("distilbert", {"": "DistilBertForMaskedLM"}),
+    ("roberta", {"": "RobertaForMaskedLM"}),
+    ("electra", {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM"}),
+  ],
+)
+def test_the_baselines_take_their_classes_from_the_family_export(family, classes):
+  from bert_jax.bench import hf_export  # pylint: disable=g-import-not-at-top
+
+  assert hf_export.architectures(dataclasses.replace(SMALL_MODEL, family=family)) == classes
+
+
+def test_a_family_the_baselines_cannot_train_is_refused_in_one_line():
+  from bert_jax.bench import hf_export, hf_torch_baseline  # pylint: disable=g-import-not-at-top
+  from bert_jax.errors import UserInputError  # pylint: disable=g-import-not-at-top
+
+  with pytest.raises(UserInputError, match="model.family='xlnet' pretrains with permutation_lm"):
+    hf_export.architectures(dataclasses.replace(SMALL_MODEL, family="xlnet"))
+  with pytest.raises(UserInputError, match="BertForPreTraining, not model.family='albert'"):
+    hf_torch_baseline.check_config(dataclasses.replace(SMALL_MODEL, family="albert"))
+
+
+def test_hf_flax_electra_baseline_learns_with_the_shared_step():
+  """The replaced-token-detection baseline (two models, shared embeddings) runs the same
+  jitted step as the masked-LM ones, and its loss falls on a repeated batch."""
+  pytest.importorskip("transformers")
+  import optax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.bench import hf_flax_baseline  # pylint: disable=g-import-not-at-top
+
+  config = dataclasses.replace(
+    SMALL_MODEL,
+    family="electra",
+    num_layers=1,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+  )
+  batch = pretraining.PretrainingTask(SMALL_MODEL, 16, 3).random_batch(4)
+  hf_flax_baseline.check_config(config)
+  step, state = hf_flax_baseline.train_step(config, optax.adam(1e-3))
+  assert set(state[0]) == {"discriminator", "generator"}
+  losses = []
+  for i in range(3):
+    *state, loss = step(*state, batch, jax.random.key(i))
+    losses.append(float(loss))
+  assert all(map(math.isfinite, losses)) and losses[-1] < losses[0], losses
+
+
 def test_missing_torch_is_one_line_naming_the_install(monkeypatch, capsys):
   monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError.
-  status = cli.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])
+  status = runner.run_absl(benchmark.main, ["benchmark", TINY, "--baseline=hf_torch"])
   err = capsys.readouterr().err.strip().splitlines()
   assert status == 2
   assert err[-1].startswith("error: --baseline=hf_torch needs PyTorch and transformers")
@@ -185,7 +237,7 @@ def _run_without_tensorflow(module, *argv):
 
 def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp_path):
   lines, stderr = _json_lines(
-    "bert_jax.tools.benchmark_variants",
+    "bert_jax.bench.benchmark_variants",
     *BENCHMARK,
     "--variant=default",
     "--variant=rbg:prng=rbg",
@@ -228,7 +280,7 @@ def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp
     )
   # profile_table reads the same trace to the same total.
   table, _ = _json_lines(
-    "bert_jax.tools.profile_table", f"--trace_dir={tmp_path}/trace/default", "--steps=3"
+    "bert_jax.bench.profile_table", f"--trace_dir={tmp_path}/trace/default", "--steps=3"
   )
   assert table[-1] == {key: totals["default"][key] for key in ("op", "ms_per_step", "share", "ops")}
 
@@ -236,10 +288,10 @@ def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp
 @pytest.mark.parametrize(
   "module, argv, message",
   [
-    ("bert_jax.tools.profile_table", ["--trace_dir={tmp}"], "no *.xplane.pb under --trace_dir="),
-    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a:prng=philox"], "prng='philox'"),
-    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a", "--variant=a"], "names repeat"),
-    ("bert_jax.tools.benchmark_variants", [TINY, "--variant=a:model.hidden=3"], "no key 'hidden'"),
+    ("bert_jax.bench.profile_table", ["--trace_dir={tmp}"], "no *.xplane.pb under --trace_dir="),
+    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a:prng=philox"], "prng='philox'"),
+    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a", "--variant=a"], "names repeat"),
+    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a:model.hidden=3"], "no key 'hidden'"),
   ],
 )
 def test_variant_and_trace_tools_refuse_bad_input_in_one_line(tmp_path, module, argv, message):
@@ -259,7 +311,7 @@ def test_aot_compile_runs_without_tensorflow():
 
 
 def test_gpu_layer_norm_tool_runs_on_a_cpu_and_compares_the_kernels_with_flax(capsys):
-  status = cli.run_absl(
+  status = runner.run_absl(
     benchmark_gpu_layer_norm.main,
     ["benchmark_gpu_layer_norm", "--shapes=64x48", "--norm_repeats=1", "--norm_launch=2/4/2/8/4"],
   )
@@ -278,7 +330,7 @@ def test_gpu_layer_norm_tool_runs_on_a_cpu_and_compares_the_kernels_with_flax(ca
 
 
 def test_gpu_attention_tool_runs_on_a_cpu_and_says_where_cudnn_is_missing(capsys):
-  status = cli.run_absl(
+  status = runner.run_absl(
     benchmark_gpu_attention.main,
     ["benchmark_gpu_attention", "--points=2x64", "--timed_repeats=1", "--flash_launch=32/4/16/2/1"],
   )

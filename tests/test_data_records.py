@@ -49,7 +49,7 @@ def create(text_files, output_dir, *extra):
     "--eval_fraction=0.1",
     *extra,
   ]
-  assert create_pretraining_data.main(argv) == 0
+  assert create_pretraining_data.main(["create_pretraining_data", *argv]) == 0
   return str(output_dir)
 
 
@@ -251,13 +251,24 @@ def test_bad_input(text_files, records_dir, tmp_path, capsys):
     f"--output_dir={tmp_path / 'out'}",
     f"--vocab={default_corpus.default_vocab_path()}",
   ]
-  assert create_pretraining_data.main(argv) == 2
+  assert create_pretraining_data.main(["create_pretraining_data", *argv]) == 2
   assert "empty.txt contains no text" in capsys.readouterr().err
-  assert create_pretraining_data.main(argv[:2] + [f"--vocab={tmp_path / 'nope.txt'}"]) == 2
+  assert (
+    create_pretraining_data.main(
+      ["create_pretraining_data", *argv[:2], f"--vocab={tmp_path / 'nope.txt'}"]
+    )
+    == 2
+  )
   assert "nope.txt does not exist" in capsys.readouterr().err
   assert (
     create_pretraining_data.main(
-      [f"--input={text_files[0]}", *argv[1:], "--num_shards=3", "--process_count=2"]
+      [
+        "create_pretraining_data",
+        f"--input={text_files[0]}",
+        *argv[1:],
+        "--num_shards=3",
+        "--process_count=2",
+      ]
     )
     == 2
   )

@@ -26,7 +26,12 @@ def text_path(tmp_path_factory):
 def test_wordpiece_is_deterministic_and_loads(text_path, tmp_path):
   outputs = [str(tmp_path / f"vocab{i}.txt") for i in (0, 1)]
   for output in outputs:
-    assert train_vocab.main([f"--input={text_path}", f"--output={output}", "--vocab_size=800"]) == 0
+    assert (
+      train_vocab.main(
+        ["train_vocab", f"--input={text_path}", f"--output={output}", "--vocab_size=800"]
+      )
+      == 0
+    )
   assert open(outputs[0]).read() == open(outputs[1]).read()
   tokenizer = tokenization.load_tokenizer(outputs[0])
   assert 700 < tokenizer.vocab_size <= 800 and tokenizer.special_ids.pad == 0
@@ -40,6 +45,7 @@ def test_sentencepiece_trains_loads_and_feeds_the_pipeline(text_path, tmp_path, 
   assert (
     train_vocab.main(
       [
+        "train_vocab",
         f"--input={text_path}",
         f"--output={output}",
         "--kind=sentencepiece",
@@ -77,13 +83,21 @@ def test_sentencepiece_trains_loads_and_feeds_the_pipeline(text_path, tmp_path, 
 def test_bad_arguments(text_path, tmp_path, capsys):
   assert (
     train_vocab.main(
-      [f"--input={text_path}", f"--output={tmp_path / 'sp.txt'}", "--kind=sentencepiece"]
+      [
+        "train_vocab",
+        f"--input={text_path}",
+        f"--output={tmp_path / 'sp.txt'}",
+        "--kind=sentencepiece",
+      ]
     )
     == 2
   )
   assert "must end in .model" in capsys.readouterr().err
   assert (
-    train_vocab.main([f"--input={tmp_path / 'none.txt'}", f"--output={tmp_path / 'v.txt'}"]) == 2
+    train_vocab.main(
+      ["train_vocab", f"--input={tmp_path / 'none.txt'}", f"--output={tmp_path / 'v.txt'}"]
+    )
+    == 2
   )
   assert "does not exist" in capsys.readouterr().err
   bogus = tmp_path / "bogus.model"

@@ -14,7 +14,7 @@ import threading
 import pytest
 from absl import logging as absl_logging
 
-from bert_jax.tools import error_lines
+from bert_jax.cli import error_lines
 from bert_jax.train import background_errors, checkpointing, metrics_writer
 from tests import run_helpers
 

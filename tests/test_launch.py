@@ -448,7 +448,7 @@ def test_local_dry_run():
 
 def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   common = "--config.model.dtype=bfloat16 --steps=20 --rounds=4 --baseline=hf_torch"
-  tool = "python3 -m bert_jax.tools.benchmark"
+  tool = "python3 -m bert_jax.bench.benchmark"
   base = f"{tool} --config=configs/bert_base.py --config.global_batch_size=256 {common}"
   large = f"{tool} --config=configs/bert_large.py --config.global_batch_size=128 {common}"
   out = ">> /tmp/gpu/gpu_benchmark.jsonl"
@@ -460,7 +460,7 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   assert _dry_run(
     "gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=large", "--steps=8", "--config.model.num_layers=1"
   ) == [f"{large.replace('--steps=20', '--steps=8')} --config.model.num_layers=1 {out}"]
-  table = "python3 -m bert_jax.tools.profile_table --trace_dir=/tmp/gpu/trace_base --steps=3"
+  table = "python3 -m bert_jax.bench.profile_table --trace_dir=/tmp/gpu/trace_base --steps=3"
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=base", "--profile") == [
     f"{base} --profile_dir=/tmp/gpu/trace_base --profile_steps=3 {out}",
     f"{table} --top=40 > /tmp/gpu/base.profile.jsonl",
@@ -472,12 +472,12 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   )
   kernels = (
     "env XLA_FLAGS=--xla_gpu_enable_command_buffer= python3 -m"
-    " bert_jax.tools.benchmark_gpu_attention --flash_launch=128/4/64/4/2"
+    " bert_jax.bench.benchmark_gpu_attention --flash_launch=128/4/64/4/2"
     " --flash_launch=128/8/64/8/2 --flash_launch=128/8/64/4/3 --flash_launch=64/4/64/4/2"
     " --flash_launch=128/8/32/4/2 > /tmp/gpu/gpu_attention.jsonl"
   )
   norms = (
-    "python3 -m bert_jax.tools.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4"
+    "python3 -m bert_jax.bench.benchmark_gpu_layer_norm --norm_launch=1/4/4/64/4"
     " --norm_launch=8/8/8/64/8 --norm_launch=2/4/2/32/4 --norm_launch=4/8/4/128/8"
     " --norm_launch=4/4/8/256/8"
     " > /tmp/gpu/gpu_layer_norm.jsonl"
@@ -491,7 +491,7 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   # Dense against flash attention, side by side at seq 512; the variants tool prints its own
   # profile table, so --profile adds no profile_table command.
   variants = (
-    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    "python3 -m bert_jax.bench.benchmark_variants --config=configs/bert_base.py"
     " --config.global_batch_size=64 --config.data.max_seq_length=512"
     " --config.data.max_predictions_per_seq=80 --config.model.dtype=bfloat16 --steps=20"
     " --rounds=4 --variant=dense:model.attention_kind=dense"
@@ -502,13 +502,13 @@ def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
   ]
   # The GPU step's cuBLAS GEMMs against XLA's Triton ones.
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=gemms") == [
-    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    "python3 -m bert_jax.bench.benchmark_variants --config=configs/bert_base.py"
     " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
     f" --variant=default --variant=triton_gemm:xla.xla_gpu_enable_triton_gemm=true {out}"
   ]
   # The step as compiled against other ways of running its layer norms.
   assert _dry_run("gpu_benchmark.sh", "--out=/tmp/gpu", "--runs=fusions") == [
-    "python3 -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py"
+    "python3 -m bert_jax.bench.benchmark_variants --config=configs/bert_base.py"
     " --config.global_batch_size=256 --config.model.dtype=bfloat16 --steps=20 --rounds=4"
     " --variant=default --variant=cudnn_norm:xla.xla_gpu_enable_cudnn_layer_norm=true"
     " --variant=block_level:xla.xla_gpu_experimental_enable_fusion_block_level_rewriter=true"

@@ -75,7 +75,7 @@ def test_corpus_vocab_and_records_on_a_non_local_filesystem(tmp_path):
       "--num_shards=2",
       "--eval_fraction=0.2",
     ]
-    assert create_pretraining_data.main(argv) == 0
+    assert create_pretraining_data.main(["create_pretraining_data", *argv]) == 0
   assert text_corpus.read_documents(f"{remote}/part*") == documents
   # The tool wrote the same shards to both filesystems, byte for byte.
   names = sorted(p.rsplit("/", 1)[1] for p in tf.io.gfile.glob(f"{remote}/records/*"))

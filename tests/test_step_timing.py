@@ -1,8 +1,8 @@
-"""tools/step_timing: steps kept in flight overlap the host's dispatch with the device's work."""
+"""bench/step_timing: steps kept in flight overlap the host's dispatch with the device's work."""
 
 import pytest
 
-from bert_jax.tools import step_timing
+from bert_jax.bench import step_timing
 
 HOST_CPU_S = 0.001
 

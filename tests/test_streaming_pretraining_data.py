@@ -38,6 +38,8 @@ def _create(module, text_file, output_dir, *extra):
     "--eval_fraction=0.1",
     *extra,
   ]
+  if module is create_pretraining_data:  # absl flags, after the program name.
+    argv = ["create_pretraining_data", *argv]
   assert module.main(argv) == 0
   return {
     name: open(os.path.join(output_dir, name), "rb").read()

@@ -1,6 +1,6 @@
 """Segment-level recurrence: consecutive segments per row (resumable, per host), and memory
 that resets at document boundaries. The held-out-loss-vs-memory measurement is
-`bert_jax.tools.memory_length` (too slow for the suite)."""
+`bert_jax.bench.memory_length` (too slow for the suite)."""
 
 import jax
 import jax.numpy as jnp

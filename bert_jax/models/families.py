@@ -25,7 +25,7 @@ instead of testing a family's name or importing the family's modules;
      ``tasks/registry.PRETRAINING_OBJECTIVES``), ``sentence_head``, ``causal_lm_model``,
      ``plain_examples`` / ``hidden_state_modules`` (`tools/embed`), ``hf``
      (`family_spec.module_interop(label, <f>.hf)`, or `family_spec.table_interop` naming the
-     functions one by one), ``hf_baseline``;
+     functions one by one);
   4. one import and one entry in ``_FAMILIES`` below; its name in `bert_jax.names`
      (``names.FAMILIES``) and in ``tests/test_architecture._FAMILY_CONSTANTS``; its model keys
      on `ModelConfig` (`models/config.py`; family-only option groups as a section such as

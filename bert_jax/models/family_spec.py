@@ -143,11 +143,6 @@ class Family:
     train_flops: ``(config, batch_size, seq_len, predictions_per_seq) -> float``, matmul FLOPs
       of one forward + backward step (`models/flops.py`; MFU in train/flops.py).
     hf: the Hugging Face conversion (`HfInterop`), or None if the family has none.
-    hf_baseline: ``(config, optimizer, seed) -> (jitted step, (params, opt_state))``, the
-      same model and loss in transformers' Flax implementation for `tools/benchmark`
-      ``--baseline=hf_flax``; None if transformers has no Flax version.
-    hf_torch_baseline: transformers' PyTorch ``BertForPreTraining`` is this model (the
-      ``--baseline=hf_torch`` of `tools/benchmark`, `tools/hf_torch_baseline.py`).
   """
 
   name: str
@@ -160,8 +155,6 @@ class Family:
   plain_examples: bool = False
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
-  hf_baseline: Callable | None = None
-  hf_torch_baseline: bool = False
 
   @property
   def has_memory(self) -> bool:

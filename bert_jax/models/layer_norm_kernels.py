@@ -50,7 +50,7 @@ class Launch:
   @classmethod
   def parse(cls, text: str) -> "Launch":
     """A launch from its written form, ``FORWARD_ROWS/FORWARD_WARPS/BACKWARD_ROWS/
-    BACKWARD_ROWS_PER_PROGRAM/BACKWARD_WARPS`` (`tools/benchmark_gpu_layer_norm --norm_launch`).
+    BACKWARD_ROWS_PER_PROGRAM/BACKWARD_WARPS`` (`bench/benchmark_gpu_layer_norm --norm_launch`).
 
     Raises:
       UserInputError: unless five powers of two, the backward's rows dividing its rows per

@@ -33,8 +33,9 @@ from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import aot_step, cli, compiled_ops
+from bert_jax.tools import aot_step, compiled_ops
 
 _GIB = 2**30
 
@@ -364,7 +365,7 @@ def main(argv=None) -> int:
   # Ordinary computation stays on this host's CPU; libtpu only compiles.
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
   environment.quiet_tensorflow()
-  return cli.run(
+  return runner.run(
     __doc__, lambda values: _define_flags(values, argv), lambda values: _run(values, argv[1:]), argv
   )
 

@@ -17,18 +17,17 @@ Run (gensim is needed by this tool only)::
 Every step is deterministic, so running it twice gives byte-identical files.
 """
 
-import argparse
 import bz2
 import importlib.resources
 import os
 import re
 import unicodedata
 
-from absl import logging
+from absl import flags, logging
 
+from bert_jax.cli import runner
 from bert_jax.data import sentences, wordpiece_training
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
 
 _GENSIM_VERSION = "4.4.0"
 _SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -263,54 +262,47 @@ def build_corpus(source, output_dir, vocab_size, min_sentence_words, min_documen
   return titles
 
 
-def _parser():
-  parser = argparse.ArgumentParser(
-    prog="python -m bert_jax.tools.build_default_corpus",
-    description="Rebuilds bert_jax/data/corpus from the Wikipedia sample in the gensim wheel.",
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_string(
+    "source", "", "Wikipedia .xml.bz2 dump; empty: the sample inside gensim.", **define
   )
-  parser.add_argument(
-    "--source", default="", help="Wikipedia .xml.bz2 dump; default: the sample inside gensim"
+  flags.DEFINE_string(
+    "output_dir", "", "Where to write the files; empty: the bert_jax/data/corpus dir.", **define
   )
-  parser.add_argument(
-    "--output_dir",
-    default="",
-    help="where to write the files; default: the bert_jax/data/corpus dir",
+  flags.DEFINE_integer("vocab_size", 8192, "Entries in the WordPiece vocab.", **define)
+  flags.DEFINE_integer(
+    "min_sentence_words", 4, "Sentences with fewer words are dropped as fragments.", **define
   )
-  parser.add_argument("--vocab_size", type=int, default=8192, help="entries in the WordPiece vocab")
-  parser.add_argument(
-    "--min_sentence_words",
-    type=int,
-    default=4,
-    help="sentences with fewer words are dropped as fragments",
+  flags.DEFINE_integer(
+    "min_document_sentences", 3, "Articles with fewer prose sentences are dropped.", **define
   )
-  parser.add_argument(
-    "--min_document_sentences",
-    type=int,
-    default=3,
-    help="articles with fewer prose sentences are dropped",
-  )
-  return parser
 
 
-def main(argv=None):
+def _build(values: flags.FlagValues):
+  # A missing dump is named before gensim is imported, so the message does not depend on it.
+  if values.source and not os.path.isfile(values.source):
+    raise UserInputError(
+      f"--source={values.source} does not exist; pass a Wikipedia .xml.bz2 dump, or leave it "
+      "out for the sample inside gensim"
+    )
+  source = values.source or _gensim_sample_path()
+  output_dir = values.output_dir or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
+  )
+  build_corpus(
+    source,
+    output_dir,
+    values.vocab_size,
+    values.min_sentence_words,
+    values.min_document_sentences,
+  )
+
+
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   logging.set_verbosity(logging.INFO)
-
-  def body(args):
-    # A missing dump is named before gensim is imported, so the message does not depend on it.
-    if args.source and not os.path.isfile(args.source):
-      raise UserInputError(
-        f"--source={args.source} does not exist; pass a Wikipedia .xml.bz2 dump, or leave it "
-        "out for the sample inside gensim"
-      )
-    source = args.source or _gensim_sample_path()
-    output_dir = args.output_dir or os.path.join(
-      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus"
-    )
-    build_corpus(
-      source, output_dir, args.vocab_size, args.min_sentence_words, args.min_document_sentences
-    )
-
-  return cli.run_argparse(_parser(), body, argv)
+  return runner.run(__doc__, _define_flags, _build, argv)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from absl import flags
 
 from bert_jax import default_config
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
 
 FORMATS = ("text", "markdown")
 
@@ -38,9 +38,14 @@ A config file is plain Python: `get_config(arg)` starts from `default_config.bas
 
 def _describe_flags(flag_values: flags.FlagValues):
   define = {"flag_values": flag_values}
-  flags.DEFINE_enum("format", "text", FORMATS, "text: one key a line; markdown: the docs page.", **define)
+  flags.DEFINE_enum(
+    "format", "text", FORMATS, "text: one key a line; markdown: the docs page.", **define
+  )
   flags.DEFINE_bool(
-    "fine_tuning", False, "text: list fine-tuning's data section instead of pretraining's.", **define
+    "fine_tuning",
+    False,
+    "text: list fine-tuning's data section instead of pretraining's.",
+    **define,
   )
   flags.DEFINE_string(
     "configs_dir",
@@ -89,7 +94,9 @@ def _configs_table(configs_dir: pathlib.Path) -> list[str]:
 def markdown_page(configs_dir: str = "configs") -> str:
   """The docs/configs.md page: the shipped configs and every key, by section."""
   pretraining = list(default_config.describe())
-  fine_tuning_data = [line for line in default_config.describe(fine_tuning=True) if line.startswith("data.")]
+  fine_tuning_data = [
+    line for line in default_config.describe(fine_tuning=True) if line.startswith("data.")
+  ]
   sections = [_PAGE_INTRO, *_configs_table(pathlib.Path(configs_dir))]
   by_section: dict[str, list[str]] = {}
   for line in pretraining:
@@ -117,7 +124,7 @@ def _describe(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Prints the config keys; see the module docstring."""
-  return cli.run(__doc__, _describe_flags, _describe, argv)
+  return runner.run(__doc__, _describe_flags, _describe, argv)
 
 
 if __name__ == "__main__":

@@ -54,12 +54,13 @@ from absl import flags, logging
 from etils import epath
 
 from bert_jax import environment
+from bert_jax.cli import runner
 from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.interop import hf_config, safetensors_files, tf_weights, weight_table
-from bert_jax.tools import cli, hf_model_dirs, workdir_params
+from bert_jax.tools import hf_model_dirs, workdir_params
 
 _TOKENIZER_JSON = "tokenizer.json"
 _HF_VOCAB_FILES = (workdir_params.VOCAB_FILE, "vocab.json", "sentencepiece.bpe.model")
@@ -384,7 +385,7 @@ def _convert(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return cli.run(__doc__, _define_flags, _convert, argv)
+  return runner.run(__doc__, _define_flags, _convert, argv)
 
 
 if __name__ == "__main__":

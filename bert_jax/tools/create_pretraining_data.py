@@ -22,14 +22,14 @@ Then train with ``--config.data.tfrecord_pattern='/data/wiki_128/train-*.tfrecor
   several rows are counted, logged and stored in the metadata.
 """
 
-import argparse
 import multiprocessing
-import sys
 import time
+import types
 
 import numpy as np
-from absl import logging
+from absl import flags, logging
 
+from bert_jax.cli import runner
 from bert_jax.data import files as data_files
 from bert_jax.data import (
   full_sentences,
@@ -41,7 +41,6 @@ from bert_jax.data import (
   tokenization,
 )
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
 
 INPUT_FORMATS = ("bert", "paragraphs")
 
@@ -152,71 +151,98 @@ def _run_in_worker(args_and_index):
   return run_process(args, process_index)
 
 
-def _parser():
-  parser = argparse.ArgumentParser(
-    prog="python -m bert_jax.tools.create_pretraining_data",
-    description="Text files -> sharded TFRecords of unmasked token ids with document ids.",
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_string("input", None, "Text files or globs, comma-separated.", **define)
+  flags.DEFINE_string("output_dir", None, "Directory the TFRecords are written to.", **define)
+  flags.DEFINE_string("vocab", None, "WordPiece vocab.txt or SentencePiece .model.", **define)
+  for name in ("input", "output_dir", "vocab"):
+    flags.mark_flag_as_required(name, flag_values=values)
+  flags.DEFINE_bool(
+    "lowercase",
+    True,
+    "Uncased WordPiece (lowercase, strip accents); --nolowercase: cased.",
+    **define,
   )
-  parser.add_argument("--input", required=True, help="text files or globs, comma-separated")
-  parser.add_argument("--output_dir", required=True)
-  parser.add_argument("--vocab", required=True, help="WordPiece vocab.txt or SentencePiece .model")
-  parser.add_argument(
-    "--lowercase",
-    action=argparse.BooleanOptionalAction,
-    default=True,
-    help="uncased WordPiece (lowercase, strip accents)",
+  flags.DEFINE_integer(
+    "max_seq_length", 128, "Tokens per example, [CLS] and [SEP] included.", **define
   )
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--num_shards", type=int, default=16, help="train shards over all processes")
-  parser.add_argument("--style", choices=record_format.STYLES, default="pairs")
-  parser.add_argument(
-    "--objective",
-    choices=sentence_pairs.OBJECTIVES,
-    default="nsp",
-    help="pairs style: nsp | sop | none (full_sentences: always none)",
+  flags.DEFINE_integer("num_shards", 16, "Train shards over all processes.", **define)
+  flags.DEFINE_enum(
+    "style",
+    "pairs",
+    record_format.STYLES,
+    "pairs: BERT's sentence pairs; full_sentences: RoBERTa packing with document ids.",
+    **define,
   )
-  parser.add_argument("--input_format", choices=INPUT_FORMATS, default="bert")
-  parser.add_argument("--short_seq_prob", type=float, default=0.1)
-  parser.add_argument(
-    "--dupe_factor",
-    type=int,
-    default=1,
-    help="pairs style: pairings of the text (masking is dynamic anyway)",
+  flags.DEFINE_enum(
+    "objective",
+    "nsp",
+    sentence_pairs.OBJECTIVES,
+    "Sentence objective of the pairs style (full_sentences: always none).",
+    **define,
   )
-  parser.add_argument(
-    "--eval_fraction",
-    type=float,
-    default=0.05,
-    help="documents held out to eval-*.tfrecord; 0 = none",
+  flags.DEFINE_enum(
+    "input_format",
+    "bert",
+    INPUT_FORMATS,
+    "bert: one sentence a line; paragraphs: one paragraph a line, split into sentences.",
+    **define,
   )
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--process_index", type=int, default=0)
-  parser.add_argument("--process_count", type=int, default=1)
-  parser.add_argument(
-    "--num_workers",
-    type=int,
-    default=1,
-    help="local worker pool: runs process indices 0..num_workers-1",
+  flags.DEFINE_float(
+    "short_seq_prob",
+    0.1,
+    "Pairs style: share of examples cut to a random shorter length.",
+    **define,
   )
-  parser.add_argument(
-    "--window_documents",
-    type=int,
-    default=2000,
-    help="documents held in memory at once (NSP, hold-out and shuffle are "
-    "drawn within a window); bounds memory whatever the input size",
+  flags.DEFINE_integer(
+    "dupe_factor", 1, "Pairs style: pairings of the text (masking is dynamic anyway).", **define
   )
-  parser.add_argument(
-    "--progress_every_s",
-    type=float,
-    default=30.0,
-    help="seconds between progress lines (documents/s, tokens/s, ETA)",
+  flags.DEFINE_float(
+    "eval_fraction", 0.05, "Documents held out to eval-*.tfrecord; 0 = none.", **define
   )
-  return parser
+  flags.DEFINE_integer("seed", 12345, "Seed of the pairing, hold-out and shuffle.", **define)
+  flags.DEFINE_integer("process_index", 0, "This process's index (one run per machine).", **define)
+  flags.DEFINE_integer("process_count", 1, "Processes the input files are dealt to.", **define)
+  flags.DEFINE_integer(
+    "num_workers", 1, "Local worker pool: runs process indices 0..num_workers-1.", **define
+  )
+  flags.DEFINE_integer(
+    "window_documents",
+    2000,
+    "Documents held in memory at once (NSP, hold-out and shuffle are drawn within a window); "
+    "bounds memory whatever the input size.",
+    **define,
+  )
+  flags.DEFINE_float(
+    "progress_every_s",
+    30.0,
+    "Seconds between progress lines (documents/s, tokens/s, ETA).",
+    **define,
+  )
+
+
+def _namespace(values: flags.FlagValues) -> types.SimpleNamespace:
+  """The parsed flags as plain attributes: picklable for the worker pool, and `_checked` may
+  adjust them."""
+  return types.SimpleNamespace(**values.flag_values_dict())
 
 
 def parse_args(argv):
-  """The tool's flags, checked; a bad flag or value raises `UserInputError`."""
-  return _checked(cli.parse_args(_parser(), argv))
+  """The tool's flags (``argv`` without the program name), checked.
+
+  Raises:
+    UserInputError: a bad flag or value.
+  """
+  values = flags.FlagValues()
+  _define_flags(values)
+  try:
+    values(["create_pretraining_data", *argv])
+  except flags.Error as error:
+    raise UserInputError(
+      f"{error}; see python -m bert_jax.tools.create_pretraining_data --help"
+    ) from None
+  return _checked(_namespace(values))
 
 
 def _checked(args):
@@ -246,19 +272,20 @@ def _checked(args):
   return args
 
 
-def main(argv=None):
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   logging.set_verbosity(logging.INFO)
 
-  def body(args):
-    args = _checked(args)
+  def body(values):
+    args = _checked(_namespace(values))
     if args.num_workers > 1:
       with multiprocessing.get_context("spawn").Pool(args.num_workers) as pool:
         pool.map(_run_in_worker, [(args, p) for p in range(args.process_count)])
     else:
       run_process(args, args.process_index)
 
-  return cli.run_argparse(_parser(), body, argv)
+  return runner.run(__doc__, _define_flags, body, argv)
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  raise SystemExit(main())

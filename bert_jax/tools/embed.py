@@ -38,6 +38,7 @@ import numpy as np
 from absl import flags
 from etils import epath
 
+from bert_jax.cli import runner
 from bert_jax.data import tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
@@ -46,7 +47,7 @@ from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.interop import weight_table
-from bert_jax.tools import cli, embed_examples, embed_recurrent, workdir_params
+from bert_jax.tools import embed_examples, embed_recurrent, workdir_params
 from bert_jax.tools.embed_examples import Features
 
 POOLINGS = ("none", "cls", "mean")
@@ -344,7 +345,7 @@ def _embed(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return cli.run(__doc__, _define_flags, _embed, argv)
+  return runner.run(__doc__, _define_flags, _embed, argv)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ from etils import epath
 
 from bert_jax import names
 from bert_jax import workdir as workdir_lib
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 from bert_jax.tasks import registry, trunk
 from bert_jax.tasks.multitask.config import MultitaskDataConfig
-from bert_jax.tools import cli, workdir_params
+from bert_jax.tools import workdir_params
 
 
 def _define_flags(flag_values: flags.FlagValues):
@@ -95,7 +96,7 @@ def _export(values: flags.FlagValues):
 
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
-  return cli.run(__doc__, _define_flags, _export, argv)
+  return runner.run(__doc__, _define_flags, _export, argv)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,13 @@ line, data.pairs_path of configs/xlm_tlm_tiny.py), ``vocab.txt`` (BERT's special
 every word whole; data.vocab_path) and ``translation.tsv`` (the word mapping).
 """
 
-import argparse
 import os
-import sys
 
 import numpy as np
+from absl import flags
 
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -55,28 +54,32 @@ def write_corpus(output, *, pairs, words, min_length, max_length, seed=0):
   return translation
 
 
-def main(argv=None):
-  """Runs the tool on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.synthetic_pairs")
-  parser.add_argument("--output", required=True, help="directory to write")
-  parser.add_argument("--pairs", type=int, default=4000)
-  parser.add_argument("--words", type=int, default=20, help="words per language")
-  parser.add_argument("--min_length", type=int, default=4, help="words per sentence, at least")
-  parser.add_argument("--max_length", type=int, default=8, help="words per sentence, at most")
-  parser.add_argument("--seed", type=int, default=0)
-  return cli.run_argparse(
-    parser,
-    lambda args: write_corpus(
-      args.output,
-      pairs=args.pairs,
-      words=args.words,
-      min_length=args.min_length,
-      max_length=args.max_length,
-      seed=args.seed,
-    ),
-    argv,
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_string("output", None, "Directory to write.", **define)
+  flags.mark_flag_as_required("output", flag_values=values)
+  flags.DEFINE_integer("pairs", 4000, "Sentence pairs to write.", **define)
+  flags.DEFINE_integer("words", 20, "Words per language.", **define)
+  flags.DEFINE_integer("min_length", 4, "Words per sentence, at least.", **define)
+  flags.DEFINE_integer("max_length", 8, "Words per sentence, at most.", **define)
+  flags.DEFINE_integer("seed", 0, "Seed of the translation and the sentences.", **define)
+
+
+def _write(values: flags.FlagValues):
+  write_corpus(
+    values.output,
+    pairs=values.pairs,
+    words=values.words,
+    min_length=values.min_length,
+    max_length=values.max_length,
+    seed=values.seed,
   )
 
 
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
+  return runner.run(__doc__, _define_flags, _write, argv)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  raise SystemExit(main())

@@ -20,17 +20,15 @@ RoBERTa's and XLM-R's vocabs hold fairseq's specials instead (`data/bpe_training
 counts every entry the model sees, ``<mask>`` included.
 """
 
-import argparse
 import os
 import shutil
-import sys
 import tempfile
 
-from absl import logging
+from absl import flags, logging
 
+from bert_jax.cli import runner
 from bert_jax.data import bpe_training, text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli
 
 KINDS = ("wordpiece", "sentencepiece", "bytelevel_bpe", "xlmr_sentencepiece")
 MODEL_TYPES = ("unigram", "bpe")
@@ -126,30 +124,41 @@ def _train_sentencepiece(sentencepiece, text_path, prefix, vocab_size, model_typ
   )
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.train_vocab")
-  parser.add_argument("--input", required=True, help="text files or globs, comma-separated")
-  parser.add_argument(
-    "--output",
-    required=True,
-    help="vocab.txt, a .model (sentencepiece kinds) or vocab.json (bytelevel_bpe)",
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_string("input", None, "Text files or globs, comma-separated.", **define)
+  flags.DEFINE_string(
+    "output",
+    None,
+    "vocab.txt (wordpiece), a .model (sentencepiece kinds) or vocab.json (bytelevel_bpe).",
+    **define,
   )
-  parser.add_argument("--kind", choices=KINDS, default="wordpiece")
-  parser.add_argument("--model_type", choices=MODEL_TYPES, default="unigram")
-  parser.add_argument("--vocab_size", type=int, default=30522)
+  for name in ("input", "output"):
+    flags.mark_flag_as_required(name, flag_values=values)
+  flags.DEFINE_enum("kind", "wordpiece", KINDS, "Tokenizer to train.", **define)
+  flags.DEFINE_enum(
+    "model_type", "unigram", MODEL_TYPES, "SentencePiece kinds: the model type.", **define
+  )
+  flags.DEFINE_integer(
+    "vocab_size", 30522, "Entries in the vocab, special tokens included.", **define
+  )
+
+
+def _train(values: flags.FlagValues):
+  train(
+    inputs=values.input,
+    output=values.output,
+    kind=values.kind,
+    vocab_size=values.vocab_size,
+    model_type=values.model_type,
+  )
+
+
+def main(argv=None) -> int:
+  """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   logging.set_verbosity(logging.INFO)
-  return cli.run_argparse(
-    parser,
-    lambda args: train(
-      inputs=args.input,
-      output=args.output,
-      kind=args.kind,
-      vocab_size=args.vocab_size,
-      model_type=args.model_type,
-    ),
-    argv,
-  )
+  return runner.run(__doc__, _define_flags, _train, argv)
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  raise SystemExit(main())

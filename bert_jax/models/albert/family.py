@@ -7,7 +7,6 @@ from bert_jax.models.albert import hf_weights as albert_weights
 from bert_jax.models.albert.model import AlbertEncoder, AlbertForPreTraining
 from bert_jax.models.blocks import FeedForwardSublayer
 from bert_jax.models.family_spec import Family, module_interop
-from bert_jax.models.interop import hf_baseline
 
 FAMILY = Family(
   names.ALBERT,
@@ -16,5 +15,4 @@ FAMILY = Family(
   train_flops=flops.factorised_masked_lm_train_flops,
   hidden_state_modules=(FeedForwardSublayer,),  # Partly shared stacks end a layer with it.
   hf=module_interop("ALBERT", albert_config, albert_weights),
-  hf_baseline=hf_baseline.albert_pretraining,
 )

@@ -30,7 +30,7 @@ class TritonLaunch:
   program of the forward and of the two backward kernels, and the software-pipelining stages.
 
   Written and parsed as ``FORWARD_BLOCK/FORWARD_WARPS/BACKWARD_BLOCK/BACKWARD_WARPS/STAGES``
-  (`tools/benchmark_gpu_attention --flash_launch` times such settings side by side).
+  (`bench/benchmark_gpu_attention --flash_launch` times such settings side by side).
   """
 
   forward_block: int

@@ -5,7 +5,7 @@ from bert_jax.models import flops
 from bert_jax.models.bert import hf as bert_hf
 from bert_jax.models.bert.model import BertEncoder, BertForPreTraining
 from bert_jax.models.family_spec import Family, table_interop
-from bert_jax.models.interop import hf_baseline, hf_config, hf_weights
+from bert_jax.models.interop import hf_config, hf_weights
 
 
 def _bert_architecture(params) -> str:
@@ -29,6 +29,4 @@ FAMILY = Family(
     hf_from_params=bert_hf.hf_from_params,
     architecture=_bert_architecture,
   ),
-  hf_baseline=hf_baseline.bert_pretraining,
-  hf_torch_baseline=True,
 )

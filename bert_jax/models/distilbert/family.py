@@ -5,7 +5,6 @@ from bert_jax.models import flops
 from bert_jax.models.distilbert import hf as hf_distilbert
 from bert_jax.models.distilbert.model import DistilBertEncoder, DistilBertForMaskedLM
 from bert_jax.models.family_spec import Family, module_interop
-from bert_jax.models.interop import hf_baseline
 
 FAMILY = Family(
   names.DISTILBERT,
@@ -14,5 +13,4 @@ FAMILY = Family(
   train_flops=flops.masked_lm_train_flops,
   sentence_head=False,
   hf=module_interop("DistilBERT", hf_distilbert),
-  hf_baseline=hf_baseline.distilbert_masked_lm,
 )

@@ -2,7 +2,6 @@
 
 from bert_jax import names
 from bert_jax.models.electra import hf as hf_electra
-from bert_jax.models.electra import hf_baseline as hf_baseline_electra
 from bert_jax.models.electra import model as electra
 from bert_jax.models.family_spec import REPLACED_TOKEN_DETECTION, Family, HfInterop
 
@@ -23,5 +22,4 @@ FAMILY = Family(
     pair="generator",
     read_alone=hf_electra.read_alone,  # A generator alone (ElectraForMaskedLM).
   ),
-  hf_baseline=hf_baseline_electra.electra_pretraining,
 )

@@ -1,6 +1,6 @@
 """cuDNN's fused attention beside bert_jax's dense attention on a GPU: JSON lines.
 
-  python -m bert_jax.tools.benchmark_gpu_attention --points=256x128,64x512
+  python -m bert_jax.bench.benchmark_gpu_attention --points=256x128,64x512
 
 First two checks on small inputs: cuDNN's output under a padding mask against XLA's
 (``cudnn_mask_vs_xla``), and its dropout (``cudnn_dropout``), whose seed is a static integer:
@@ -21,8 +21,9 @@ import json
 
 from absl import flags
 
+from bert_jax.bench import step_timing
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, step_timing
 
 _POINTS = flags.DEFINE_list("points", ["256x128", "64x512"], "BATCHxSEQ points timed.")
 _FLASH_LAUNCH = flags.DEFINE_multi_string(
@@ -189,4 +190,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -3,12 +3,12 @@
 Attention mode: forward+backward (gradients of params and inputs) of one `SelfAttention` layer
 per kind and length:
 
-  python -m bert_jax.tools.benchmark_attention --kinds=dense,lsh,local \
+  python -m bert_jax.bench.benchmark_attention --kinds=dense,lsh,local \
       --lengths=1024,4096,16384,65536 --max_dense_length=8192
 
 Depth mode: forward+backward of an encoder stack, reversible vs ordinary blocks:
 
-  python -m bert_jax.tools.benchmark_attention --depths=2,4,8,16 --lengths=4096 --kinds=lsh
+  python -m bert_jax.bench.benchmark_attention --depths=2,4,8,16 --lengths=4096 --kinds=lsh
 
 Every point runs in a fresh subprocess, so its peak resident memory (VmHWM, read by the child
 from /proc/self/status after the last step) covers that point alone; ``base_rss_mb`` is the
@@ -27,7 +27,8 @@ import time
 
 from absl import flags
 
-from bert_jax.tools import attention_timing, cli
+from bert_jax.bench import attention_timing
+from bert_jax.cli import runner
 
 _KINDS = flags.DEFINE_list("kinds", ["dense", "lsh", "local"], "Attention kinds.")
 _LENGTHS = flags.DEFINE_list("lengths", ["1024", "4096", "16384", "65536"], "Sequence lengths.")
@@ -155,7 +156,7 @@ def main(argv):
   for point in _points():
     # One process per point: its VmHWM is its own peak, untouched by earlier points.
     result = subprocess.run(
-      [sys.executable, "-m", "bert_jax.tools.benchmark_attention", "--point", json.dumps(point)],
+      [sys.executable, "-m", "bert_jax.bench.benchmark_attention", "--point", json.dumps(point)],
       capture_output=True,
       text=True,
       env=env,
@@ -170,4 +171,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -4,7 +4,7 @@ The reference a GPU user compares with: SDPA attention, AdamW (fused on CUDA) wi
 hyper-parameters (no weight decay on LayerNorm or biases), global-norm clipping at
 ``optimizer.max_grad_norm``, the config's dropout, and on CUDA bf16 autocast when
 ``model.dtype`` is bfloat16 (float32 weights, as bert_jax keeps them). The loss is
-`hf_baseline`'s: masked LM at the masked positions + NSP, so Hugging Face scores every position
+`hf_flax_baseline`'s: masked LM at the masked positions + NSP, so Hugging Face scores every position
 with the vocabulary projection and bert_jax only the masked ones. Left out: the learning-rate
 schedule (a scalar a step; it costs no time). On CPU the step runs in float32: autocast to
 bf16 is a GPU recipe, and CPU bf16 matmuls would time PyTorch's emulation instead. On a CPU
@@ -18,12 +18,13 @@ Works with transformers 4.57 and 5.x.
 import dataclasses
 import os
 
+from bert_jax.bench import hf_export, step_timing
 from bert_jax.errors import UserInputError
-from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
-from bert_jax.models.interop import hf_baseline
-from bert_jax.tools import step_timing
 from bert_jax.train.optimizer import OptimizerConfig
+
+# The transformers class the step below trains (its loss reads its NSP head).
+_ARCHITECTURE = "BertForPreTraining"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +73,12 @@ def import_torch():
 
 
 def check_config(model_config: ModelConfig):
-  """Refuses a family BertForPreTraining is not (`Family.hf_torch_baseline`).
+  """Refuses a family whose Hugging Face export is not BertForPreTraining.
 
   Raises:
-    UserInputError: ``model.family`` is not bert.
+    UserInputError: the family's model is another (or has no Hugging Face counterpart).
   """
-  if not families.get(model_config.family).hf_torch_baseline:
+  if hf_export.architectures(model_config) != {"": _ARCHITECTURE}:
     raise UserInputError(
       f"--baseline=hf_torch times Hugging Face's BertForPreTraining, not model.family="
       f"{model_config.family!r}; use a BERT config or --baseline=hf_flax"
@@ -129,10 +130,9 @@ def train_step(
   cuda = torch.cuda.is_available()
   device = torch.device("cuda" if cuda else "cpu")
   torch.manual_seed(seed)
-  hf_config = hf_baseline.bert_or_albert_config(
-    transformers, model_config, attn_implementation="sdpa"
-  )
-  model = transformers.BertForPreTraining(hf_config).to(device)
+  (values,) = hf_export.exported_configs(model_config).values()
+  hf_config = hf_export.hf_config(transformers, values, attn_implementation="sdpa")
+  model = getattr(transformers, _ARCHITECTURE)(hf_config).to(device)
   attention = model.config._attn_implementation  # pylint: disable=protected-access
   if attention != "sdpa":  # Time the attention the baseline claims.
     raise RuntimeError(f"BertForPreTraining was asked for SDPA attention and runs {attention!r}")

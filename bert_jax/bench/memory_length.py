@@ -1,8 +1,9 @@
 """Held-out loss of a tiny Transformer-XL LM as a function of its memory length.
 
-  python -m bert_jax.tools.memory_length --mem_lens=0,16,32 --segment_len=16 --steps=800
+  python -m bert_jax.bench.memory_length --family=xlnet --mem_lens=0,16,32 --segment_len=16 \
+      --steps=800
 
-  python -m bert_jax.tools.memory_length --config=configs/transformer_xl_tiny.py \
+  python -m bert_jax.bench.memory_length --config=configs/transformer_xl_tiny.py \
       --workdir=/tmp/transformer_xl_tiny --eval_mem_lens=0,32,64
 
 With ``--config`` (a ``data.objective='clm'`` config) the run goes through the real trainer:
@@ -13,16 +14,18 @@ trainer's eval re-reads the held-out streams of its last checkpoint once per
 "perplexity": {...}, "seconds"}.
 
 Without ``--config``, a standalone byte-level experiment:
-For each ``mem_len`` a causal xlnet-family LM (model.causal, L=2, H=64) is trained from the same
+For each ``mem_len`` a causal LM of ``--family`` (a family with segment memory; model.causal,
+L=2, H=64) is trained from the same
 seed on the bytes of the embedded corpus, every batch row a stream of consecutive segments
 (`data/segment_stream.py`) with the memory carried from one segment to the next and reset at
 document boundaries; then it is evaluated on held-out documents the same way, with
 ``--eval_mem_len`` (default: the training memory). One JSON line per memory length:
-{"mem_len", "eval_mem_len", "segment_len", "steps", "held_out_loss" (nats per byte),
+{"family", "mem_len", "eval_mem_len", "segment_len", "steps", "held_out_loss" (nats per byte),
 "seconds"}. A byte LM learns local structure within a few hundred steps, and a segment's
 first bytes can only be predicted from the previous segment's.
 """
 
+import dataclasses
 import functools
 import json
 import sys
@@ -35,6 +38,8 @@ import optax
 from absl import flags
 from ml_collections import config_flags
 
+from bert_jax import names
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus, text_corpus
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
@@ -42,14 +47,12 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.recurrence_options import with_recurrence
-from bert_jax.tools import cli
 from bert_jax.train import memory_eval
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
 
-# The experiment's model, chosen as a config chooses it (the registry builds it).
+# The experiment's model but its family, chosen as a config chooses it (the registry builds it).
 BYTE_LM = ModelConfig(
-  family="xlnet",
   causal=True,
   vocab_size=256,
   hidden_size=64,
@@ -60,6 +63,8 @@ BYTE_LM = ModelConfig(
   attention_dropout_rate=0.0,
 )
 _TRAIN_DOCUMENTS, _HELD_OUT_DOCUMENTS = 12, 4
+# The families the registry gives a causal LM with segment memory.
+_MEMORY_FAMILIES = tuple(f for f in names.FAMILIES if families.get(f).has_memory)
 
 
 def byte_streams(rows: int, segment_len: int):
@@ -107,12 +112,27 @@ def _empty_memory(config: ModelConfig, rows: int):
 
 
 def held_out_loss(
-  mem_len, *, eval_mem_len=None, rows=8, segment_len=16, steps=800, eval_segments=64, lr=1e-3
+  family,
+  mem_len,
+  *,
+  eval_mem_len=None,
+  rows=8,
+  segment_len=16,
+  steps=800,
+  eval_segments=64,
+  lr=1e-3,
 ):
-  """Trains the byte LM with ``mem_len`` and returns its mean held-out loss (nats per byte)."""
+  """Trains the byte LM of ``family`` with ``mem_len``; returns its mean held-out loss (nats
+  per byte)."""
+  if family not in _MEMORY_FAMILIES:
+    raise UserInputError(
+      f"the byte LM needs --family, one with segment memory: "
+      f"{' or '.join(_MEMORY_FAMILIES)} (got {family!r}); or pass --config with a "
+      "data.objective='clm' config"
+    )
   if mem_len < 0 or (eval_mem_len is not None and eval_mem_len < 0):
     raise UserInputError(f"memory lengths must be >= 0, got {mem_len} and {eval_mem_len}")
-  config = with_recurrence(BYTE_LM, mem_len=mem_len)
+  config = with_recurrence(dataclasses.replace(BYTE_LM, family=family), mem_len=mem_len)
   eval_config = with_recurrence(config, mem_len=mem_len if eval_mem_len is None else eval_mem_len)
   train, held_out = byte_streams(rows, segment_len)
   first = jax.tree.map(jnp.asarray, train.batch(0))
@@ -156,6 +176,13 @@ def _define_flags(values: flags.FlagValues, argv):
   flags.DEFINE_list(
     "eval_mem_lens", ["0"], "With --config: eval memory lengths (0 = none).", **define
   )
+  flags.DEFINE_string(
+    "family",
+    None,
+    "Without --config: the family of the byte LM, one with segment memory "
+    f"({', '.join(_MEMORY_FAMILIES)}).",
+    **define,
+  )
   flags.DEFINE_list("mem_lens", ["0", "16"], "Training memory lengths to compare.", **define)
   flags.DEFINE_integer(
     "eval_mem_len", None, "Memory at evaluation (default: training's).", **define
@@ -193,6 +220,7 @@ def _run(values: flags.FlagValues):
   for mem_len in (int(m) for m in values.mem_lens):
     start = time.perf_counter()
     loss = held_out_loss(
+      values.family,
       mem_len,
       eval_mem_len=values.eval_mem_len,
       rows=values.rows,
@@ -200,6 +228,7 @@ def _run(values: flags.FlagValues):
       steps=values.steps,
     )
     record = {
+      "family": values.family,
       "mem_len": mem_len,
       "eval_mem_len": mem_len if values.eval_mem_len is None else values.eval_mem_len,
       "segment_len": values.segment_len,
@@ -213,7 +242,7 @@ def _run(values: flags.FlagValues):
 def main(argv=None) -> int:
   """Runs the tool on ``argv`` (default ``sys.argv``); returns the exit status."""
   argv = sys.argv if argv is None else list(argv)
-  return cli.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
+  return runner.run(__doc__, lambda values: _define_flags(values, argv), _run, argv)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
 _CONFIG_NOT_LOADED = re.compile(r"Failed loading config file.*?Attempted \[[^\]]*\]:\s+(\S+)", re.S)
 _DID_YOU_MEAN = re.compile(r'Did you mean "([^"]+)" instead of "([^"]+)"')
 _FIRST_NAME = re.compile(r"[A-Za-z_][\w.]*|$")
+# absl's message for a flag marked required (`flags.mark_flag_as_required`) that is missing.
+_REQUIRED_FLAG = re.compile(r"Flag (--\w+) must have a value other than None")
 # A path long enough to push the rest of a line out: its first and last characters are kept.
 _PATH_HEAD, _PATH_TAIL = 16, 40
 _LONG_PATH = re.compile(r"(?:[a-z]+://|/)[^\s:;,'\"()]{" + str(_PATH_HEAD + _PATH_TAIL + 8) + ",}")
@@ -230,6 +232,9 @@ def parse_error_line(error: BaseException, argv) -> str:
   Parsing runs the ``--config`` file and applies ``--config.<key>`` overrides, so what fails
   there is the user's config file or flags, never the program.
   """
+  required = _REQUIRED_FLAG.search(str(error))
+  if required:
+    return f"error: {required.group(1)} is required; see --help"
   missing = _CONFIG_NOT_LOADED.search(str(error))
   if missing:
     return _shorten(

@@ -1,6 +1,6 @@
 """Layer norm's forward + backward on a GPU: XLA's against the Triton kernels, as JSON lines.
 
-  python -m bert_jax.tools.benchmark_gpu_layer_norm --shapes=32768x768,16384x1024 \\
+  python -m bert_jax.bench.benchmark_gpu_layer_norm --shapes=32768x768,16384x1024 \\
       --norm_launch=8/4/4/64/8
 
 For each ``ROWSxWIDTH`` shape (bf16 input and output, float32 parameters and statistics, as a
@@ -17,8 +17,9 @@ import json
 
 from absl import flags
 
+from bert_jax.bench import step_timing
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, step_timing
 
 _SHAPES = flags.DEFINE_list("shapes", ["32768x768", "16384x1024"], "ROWSxWIDTH shapes timed.")
 _LAUNCH = flags.DEFINE_multi_string(
@@ -107,4 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -1,19 +1,17 @@
-"""Command-line plumbing shared by main and the tools: absl flags, one error boundary.
+"""Command-line plumbing shared by main, the tools and the benchmarks: absl flags, one error
+boundary.
 
 Each call parses into a fresh `flags.FlagValues`, so tests can run a tool (or main) in-process
-as often as they like without touching global absl flags; tools with an argparse parser go
-through `run_argparse`. `guard` is the error boundary every entry point ends in (`error_lines`
-says which errors become one line).
+as often as they like without touching global absl flags. `guard` is the error boundary every
+entry point ends in (`error_lines` says which errors become one line).
 """
 
-import argparse
 import sys
 from collections.abc import Callable
 
 from absl import flags
 
-from bert_jax.errors import UserInputError
-from bert_jax.tools import error_lines
+from bert_jax.cli import error_lines
 
 
 def guard(body: Callable[[], object]) -> int:
@@ -96,33 +94,3 @@ def run_absl(main: Callable[[list], object], argv=None) -> int:
   finally:
     sys.argv = program_argv
   return guard(lambda: main(rest))
-
-
-def parse_args(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
-  """``parser.parse_args(argv)``, but a bad flag raises `UserInputError` (one line, exit 2 in
-  `guard`) instead of argparse's usage block and `SystemExit`; ``--help`` still prints help."""
-
-  def refuse(message):
-    raise UserInputError(f"{message}; see {parser.prog} --help")
-
-  parser.error = refuse
-  return parser.parse_args(argv)
-
-
-def run_argparse(
-  parser: argparse.ArgumentParser,
-  body: Callable[[argparse.Namespace], object],
-  argv=None,
-) -> int:
-  """`run` for tools that parse their flags with argparse.
-
-  Args:
-    parser: the tool's parser.
-    body: does the work with the parsed flags.
-    argv: the arguments after the program name (default ``sys.argv[1:]``).
-
-  Returns:
-    0 on success; 2 after one ``error:`` line for bad flags or input (see `guard`).
-  """
-  argv = sys.argv[1:] if argv is None else list(argv)
-  return guard(lambda: body(parse_args(parser, argv)))

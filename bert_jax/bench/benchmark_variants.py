@@ -1,6 +1,6 @@
 """Variants of one config's train step, compiled together and timed side by side.
 
-  python -m bert_jax.tools.benchmark_variants --config=configs/bert_base.py \
+  python -m bert_jax.bench.benchmark_variants --config=configs/bert_base.py \
       --config.model.dtype=bfloat16 --config.global_batch_size=256 \
       --variant=default --variant=rbg:prng=rbg \
       --variant=no_dropout:model.hidden_dropout_rate=0,model.attention_dropout_rate=0 \
@@ -16,7 +16,7 @@ this variant's compile). Prints one JSON line per variant: median step, MFU, com
 the ratio to the first variant (and to ``--baseline=hf_torch``, Hugging Face's PyTorch BERT, when
 asked), each step waited for and, as ``in_flight_*``, with steps kept in flight as the trainer
 runs them (`step_timing`). ``--profile_dir`` traces a few steps of each variant into ``<dir>/<name>`` and prints its
-top HLO ops (`tools/profile_table`); ``--hlo_dir`` writes each compiled step's HLO text.
+top HLO ops (`bench/profile_table`); ``--hlo_dir`` writes each compiled step's HLO text.
 """
 
 import dataclasses
@@ -31,8 +31,9 @@ from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.bench import step_timing
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, step_timing
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _VARIANTS = flags.DEFINE_multi_string(
@@ -238,11 +239,11 @@ def main(argv):
     raise UserInputError(f"--variant names repeat ({names}); give each its own name")
   import jax  # pylint: disable=g-import-not-at-top
 
-  from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.tools import (
+  from bert_jax.bench import (
     hf_torch_baseline,  # pylint: disable=g-import-not-at-top
     trace_ops,  # pylint: disable=g-import-not-at-top
   )
+  from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
   from bert_jax.train.settings import settings_from_config  # pylint: disable=g-import-not-at-top
 
@@ -290,4 +291,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

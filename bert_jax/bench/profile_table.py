@@ -1,9 +1,9 @@
 """Where a profiled step's device time goes: per-HLO-op totals from a `jax.profiler` trace.
 
-  python -m bert_jax.tools.profile_table --trace_dir=/tmp/trace --steps=3 --top=30
+  python -m bert_jax.bench.profile_table --trace_dir=/tmp/trace --steps=3 --top=30
 
 Reads the newest ``*.xplane.pb`` under ``--trace_dir`` (what `jax.profiler.trace` writes, e.g.
-`tools/benchmark --profile_dir`) and prints one JSON line per HLO op, largest first: the op's
+`bench/benchmark --profile_dir`) and prints one JSON line per HLO op, largest first: the op's
 device milliseconds per step, its share of the device total, its launches per step and the
 kernels it ran. GPU and TPU traces count the device planes' kernel events; a CPU trace has no
 device plane, so its XLA thunks (host events carrying ``hlo_op``) are counted instead. No
@@ -14,8 +14,9 @@ import json
 
 from absl import flags
 
+from bert_jax.bench import trace_ops
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, trace_ops
 
 _TRACE_DIR = flags.DEFINE_string("trace_dir", None, "Folder a jax.profiler trace was written to.")
 _STEPS = flags.DEFINE_integer("steps", 1, "Steps the trace holds; totals are divided by it.")
@@ -35,4 +36,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

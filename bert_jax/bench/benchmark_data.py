@@ -1,7 +1,7 @@
 """Input-pipeline throughput: pre-tokenised TFRecords -> dynamically masked batches, one JSON line.
 
-  python -m bert_jax.tools.benchmark_data                      # the embedded corpus, seq 128
-  python -m bert_jax.tools.benchmark_data --tfrecord_pattern='/data/wiki_128/train-*.tfrecord' \\
+  python -m bert_jax.bench.benchmark_data                      # the embedded corpus, seq 128
+  python -m bert_jax.bench.benchmark_data --tfrecord_pattern='/data/wiki_128/train-*.tfrecord' \\
       --vocab=/data/vocab.txt --masking=whole_word
 
 Without ``--tfrecord_pattern`` it first writes the embedded corpus as TFRecords (pairs style)
@@ -10,15 +10,17 @@ the same iterator the trainer uses (``PretrainingData.batches``), and prints
 ``{"sequences_per_sec": ..., ...}``.
 """
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 import time
 
+from absl import flags
+
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus, pretraining_config, pretraining_pipeline
-from bert_jax.tools import cli, create_pretraining_data
+from bert_jax.tools import create_pretraining_data
 
 
 def _write_default_records(directory, max_seq_length):
@@ -49,22 +51,28 @@ def measure(config, *, batch_size, num_batches, warmup_batches):
   return num_batches * batch_size / elapsed, elapsed
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m bert_jax.tools.benchmark_data")
-  parser.add_argument("--tfrecord_pattern", default="")
-  parser.add_argument("--vocab", default="", help="default: the embedded vocab")
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--max_predictions_per_seq", type=int, default=20)
-  parser.add_argument("--masking", default="token", help="token | whole_word | span")
-  parser.add_argument("--objective", default="nsp")
-  parser.add_argument("--batch_size", type=int, default=256)
-  parser.add_argument("--num_batches", type=int, default=100)
-  parser.add_argument("--warmup_batches", type=int, default=10)
-  return cli.run_argparse(parser, _benchmark, argv)
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_string(
+    "tfrecord_pattern", "", "TFRecords to read; empty: written from the embedded corpus.", **define
+  )
+  flags.DEFINE_string("vocab", "", "Vocab of the records; empty: the embedded vocab.", **define)
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.", **define)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per example.", **define)
+  flags.DEFINE_string("masking", "token", "token | whole_word | span.", **define)
+  flags.DEFINE_string("objective", "nsp", "Sentence objective: nsp | sop | none.", **define)
+  flags.DEFINE_integer("batch_size", 256, "Sequences per batch.", **define)
+  flags.DEFINE_integer("num_batches", 100, "Batches timed.", **define)
+  flags.DEFINE_integer("warmup_batches", 10, "Batches read before timing.", **define)
 
 
-def _benchmark(args):
-  """Measures the pipeline ``args`` describe and prints one JSON line."""
+def main(argv=None) -> int:
+  """Runs the benchmark on ``argv`` (default ``sys.argv``); returns the exit status."""
+  return runner.run(__doc__, _define_flags, _benchmark, argv)
+
+
+def _benchmark(args: flags.FlagValues):
+  """Measures the pipeline the flags describe and prints one JSON line."""
   with tempfile.TemporaryDirectory() as directory:
     pattern = args.tfrecord_pattern or _write_default_records(directory, args.max_seq_length)
     config = pretraining_config.PretrainingDataConfig(

@@ -1,12 +1,11 @@
 """Peak RSS and tokens/s of create_pretraining_data on an 18 MB and a 180 MB input.
 
-  python -m bert_jax.tools.benchmark_create_pretraining_data --sizes_mb=18,180
+  python -m bert_jax.bench.benchmark_create_pretraining_data --sizes_mb=18,180
 
 Inputs are the embedded corpus repeated with shuffled document order; each run is a fresh
 process, so its peak RSS (VmHWM) is its own. Prints one JSON line.
 """
 
-import argparse
 import json
 import os
 import random
@@ -15,14 +14,17 @@ import sys
 import tempfile
 import time
 
+from absl import flags
+
+from bert_jax.cli import runner
 from bert_jax.data import default_corpus
-from bert_jax.tools import cli
+from bert_jax.errors import UserInputError
 
 _CHILD = """
 import json, sys, time
 from bert_jax.tools import create_pretraining_data
 start = time.perf_counter()
-assert create_pretraining_data.main(sys.argv[1:]) == 0
+assert create_pretraining_data.main(sys.argv) == 0
 wall = time.perf_counter() - start
 hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]
 print(json.dumps({"wall_s": wall, "peak_rss_mb": int(hwm) / 1024}))
@@ -46,38 +48,41 @@ def build_input(path, size_mb, seed):
           break
 
 
-def _sizes(text):
-  """``--sizes_mb``: comma-separated positive integers (argparse reports anything else)."""
+def _define_flags(values: flags.FlagValues):
+  define = {"flag_values": values}
+  flags.DEFINE_list("sizes_mb", ["18", "180"], "Input sizes to time, in MB.", **define)
+  flags.DEFINE_integer(
+    "window_documents",
+    2000,
+    "create_pretraining_data's --window_documents.",
+    lower_bound=2,
+    **define,
+  )
+
+
+def _sizes(values: flags.FlagValues):
+  """``--sizes_mb`` as positive integers."""
   try:
-    sizes = [int(s) for s in text.split(",")]
+    sizes = [int(s) for s in values.sizes_mb]
   except ValueError:
     sizes = []
   if not sizes or min(sizes) < 1:
-    raise argparse.ArgumentTypeError(
-      f"{text!r} is not a comma-separated list of sizes, e.g. 18,180"
+    raise UserInputError(
+      f"--sizes_mb={','.join(values.sizes_mb)} is not a comma-separated list of sizes, e.g. 18,180"
     )
   return sizes
 
 
-def _at_least_two(text):
-  if not text.lstrip("-").isdigit() or int(text) < 2:
-    raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 2, e.g. 2000")
-  return int(text)
+def main(argv=None) -> int:
+  """Runs the benchmark on ``argv`` (default ``sys.argv``); returns the exit status."""
+  return runner.run(__doc__, _define_flags, _benchmark, argv)
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(
-    prog="python -m bert_jax.tools.benchmark_create_pretraining_data"
-  )
-  parser.add_argument("--sizes_mb", type=_sizes, default="18,180")
-  parser.add_argument("--window_documents", type=_at_least_two, default=2000)
-  return cli.run_argparse(parser, _benchmark, argv)
-
-
-def _benchmark(args):
+def _benchmark(args: flags.FlagValues):
+  sizes = _sizes(args)
   result = {"window_documents": args.window_documents}
   with tempfile.TemporaryDirectory() as tmp:
-    for size in args.sizes_mb:
+    for size in sizes:
       text = os.path.join(tmp, f"input_{size}mb.txt")
       build_input(text, size, seed=size)
       out = os.path.join(tmp, f"out_{size}")

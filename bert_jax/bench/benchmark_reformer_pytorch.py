@@ -1,6 +1,6 @@
 """Forward+backward time of one LSH attention layer: bert_jax against reformer-pytorch, on CPU.
 
-  python -m bert_jax.tools.benchmark_reformer_pytorch --lengths=4096,16384 --rounds=5
+  python -m bert_jax.bench.benchmark_reformer_pytorch --lengths=4096,16384 --rounds=5
 
 Both layers run in this one process on float32 CPU with the same thread budget, and their timed
 calls alternate round by round, so background load shifts both medians alike. Prints one JSON
@@ -33,7 +33,8 @@ import time
 
 from absl import flags
 
-from bert_jax.tools import attention_timing, cli
+from bert_jax.bench import attention_timing
+from bert_jax.cli import runner
 
 _LENGTHS = flags.DEFINE_list("lengths", ["4096", "16384"], "Sequence lengths.")
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "Timed rounds per length (after one warmup each).")
@@ -130,4 +131,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

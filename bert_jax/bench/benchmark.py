@@ -1,13 +1,13 @@
 """Train-step speed of a config on this host: one JSON line.
 
-  python -m bert_jax.tools.benchmark --config=configs/bert_base.py \
+  python -m bert_jax.bench.benchmark --config=configs/bert_base.py \
       --config.global_batch_size=8 --steps=10 --baseline=hf_flax
 
 A ``task=distillation`` config times the whole distillation step: the frozen teacher's forward
 pass plus the student's update (MFU counts the student's FLOPs only).
 
 ``--profile_dir`` traces a few more of bert_jax's steps after the timing
-(`tools/profile_table` sums their device time per HLO op).
+(`bench/profile_table` sums their device time per HLO op).
 
 Prints median step time, tokens/s, MFU and parameter count; with ``--baseline=hf_flax`` also
 Hugging Face's FlaxBertForPreTraining (FlaxAlbertForPreTraining for ALBERT,
@@ -32,8 +32,9 @@ from absl import flags
 from ml_collections import config_flags
 
 from bert_jax import environment
+from bert_jax.bench import step_timing
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
-from bert_jax.tools import cli, step_timing
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps per implementation (after warmup).")
@@ -48,19 +49,18 @@ _PROFILE_DIR = flags.DEFINE_string(
   "profile_dir",
   None,
   "After timing, trace bert_jax's step with jax.profiler into this folder (read it with "
-  "tools/profile_table).",
+  "bench/profile_table).",
 )
 _PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 3, "--profile_dir: steps traced.")
 
 
 def _hf_flax_runner(settings, training, host_batch):
-  """A `step_timing.Runner` of Hugging Face's Flax model (`Family.hf_baseline`)."""
+  """A `step_timing.Runner` of Hugging Face's Flax model (`hf_flax_baseline`)."""
   import jax  # pylint: disable=g-import-not-at-top
 
-  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
+  from bert_jax.bench import hf_flax_baseline  # pylint: disable=g-import-not-at-top
 
-  baseline = families.get(settings.model.family).hf_baseline
-  hf_step, hf_state = baseline(settings.model, training.optimizer)
+  hf_step, hf_state = hf_flax_baseline.train_step(settings.model, training.optimizer)
   holder = {"state": hf_state}
 
   def dispatch():
@@ -81,9 +81,12 @@ def main(argv):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
   import jax  # pylint: disable=g-import-not-at-top
 
-  from bert_jax.models import families  # pylint: disable=g-import-not-at-top
+  from bert_jax.bench import (  # pylint: disable=g-import-not-at-top
+    hf_flax_baseline,
+    hf_torch_baseline,
+    trace_ops,
+  )
   from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.tools import hf_torch_baseline, trace_ops  # pylint: disable=g-import-not-at-top
   from bert_jax.train import (
     flops,  # pylint: disable=g-import-not-at-top
     setup,  # pylint: disable=g-import-not-at-top
@@ -99,11 +102,8 @@ def main(argv):
       f"--baseline={_BASELINE.value} times Hugging Face's pretraining step; pass "
       "--config.task=pretraining to compare the family's step with it"
     )
-  if _BASELINE.value == "hf_flax" and families.get(settings.model.family).hf_baseline is None:
-    raise UserInputError(
-      f"--baseline=hf_flax: transformers has no Flax model of model.family="
-      f"{settings.model.family!r}; drop --baseline"
-    )
+  if _BASELINE.value == "hf_flax":  # Refuse before minutes of compiling.
+    hf_flax_baseline.check_config(settings.model)
   if _BASELINE.value == "hf_torch":  # Refuse before minutes of compiling.
     hf_torch_baseline.check_config(settings.model)
     hf_torch_baseline.import_torch()
@@ -188,4 +188,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  raise SystemExit(cli.run_absl(main))
+  raise SystemExit(runner.run_absl(main))

@@ -1,0 +1,1 @@
+"""Developer measurement commands: step and kernel benchmarks, profiles and baselines."""

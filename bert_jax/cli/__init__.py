@@ -1,0 +1,1 @@
+"""Command-line plumbing shared by `bert_jax.main`, the tools and the benchmarks."""
