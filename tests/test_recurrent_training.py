@@ -210,8 +210,8 @@ def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
 def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, whole):
   whole_dir, _ = whole
   flags = [f"--config.{k}={v}" for k, v in SMALL.items()]
-  codes, errors = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG)
-  assert codes == [0, 0], errors
+  run = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG)
+  assert run.codes == [0, 0], run.errors
   # Each process built only its 4 rows; together they are the one-process run on 8 devices.
   for split in ("train", "eval"):
     one, two = (run_helpers.read_metrics(w, split) for w in (whole_dir, tmp_path))
