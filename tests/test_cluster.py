@@ -91,6 +91,25 @@ def test_a_process_no_cluster_can_use_runs_alone_and_says_so(environ, expected):
   assert line == f"{expected}; process 0 of 1; {devices} local / {devices} global devices (cpu)"
 
 
+@pytest.mark.parametrize(
+  "flags,environ,expected",
+  [
+    # Explicit flags win over the cluster's; the GPU choice still follows the task layout.
+    (("10.0.0.5:1234", 4, 3), _slurm(), ("10.0.0.5:1234", 4, 3, [1])),
+    (("10.0.0.5:1234", 4, 3), {}, ("10.0.0.5:1234", 4, 3, [])),
+    ((None, None, None), _ompi(), (None, None, None, [1])),  # jax reads the rest from the cluster.
+    ((None, None, None), _slurm(1, 0, "1"), None),  # One task: nothing to join.
+  ],
+)
+def test_what_jax_distributed_is_asked(monkeypatch, flags, environ, expected):
+  calls = []
+  monkeypatch.setattr(jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
+  cluster.join(*flags, timeout_s=5, environ=environ)
+  keys = ("coordinator_address", "num_processes", "process_id", "local_device_ids")
+  assert [tuple(call[k] for k in keys) for call in calls] == ([expected] if expected else [])
+  assert all(call["initialization_timeout"] > 5 for call in calls)  # Ours ends the wait first.
+
+
 def test_peers_that_never_arrive_end_the_run_naming_the_coordinator(tmp_path):
   port = run_helpers.free_port()
   _, environ = run_helpers.launcher_env("slurm", 1, 2, port)
