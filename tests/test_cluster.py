@@ -2,6 +2,7 @@
 which GPUs a process drives, stray variables, and peers that never arrive. The two-process runs
 that srun's and mpirun's variables join are in test_train_loop.py."""
 
+import importlib.util
 import time
 
 import jax
@@ -48,9 +49,18 @@ def test_detects_the_launcher_by_the_variables_jax_reads(environ, expected):
   assert cluster.detect(environ) == expected
 
 
+# Open MPI 5's mpirun: its ranks, but not the URI jax finds the coordinator in.
+OPEN_MPI_5 = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1"}
+
+
 def test_unusable_launches_are_one_line():
   with pytest.raises(UserInputError, match=r"without OMPI_MCA_orte_hnp_uri .*--coordinator_add"):
-    cluster.detect({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "0"})
+    cluster.join(environ=OPEN_MPI_5)
+  kubernetes = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "JOB_COMPLETION_INDEX": "3"}
+  assert cluster.detect(kubernetes) == cluster.Environment("Kubernetes indexed Job", None, 3, 0, 1)
+  if importlib.util.find_spec("kubernetes") is None:
+    with pytest.raises(UserInputError, match=r"task 3 of a Kubernetes .* 'bert_jax\[k8s\]'"):
+      cluster.join(environ=kubernetes)
   with pytest.raises(UserInputError, match=r"pass all of --coordinator_address=HOST:PORT"):
     cluster.join(num_processes=2, process_id=0, environ={})
   with pytest.raises(UserInputError, match=r"--cluster_timeout_s=0 must be positive"):
@@ -97,6 +107,7 @@ def test_a_process_no_cluster_can_use_runs_alone_and_says_so(environ, expected):
     # Explicit flags win over the cluster's; the GPU choice still follows the task layout.
     (("10.0.0.5:1234", 4, 3), _slurm(), ("10.0.0.5:1234", 4, 3, [1])),
     (("10.0.0.5:1234", 4, 3), {}, ("10.0.0.5:1234", 4, 3, [])),
+    (("10.0.0.5:1234", 4, 1), OPEN_MPI_5, ("10.0.0.5:1234", 4, 1, [])),  # The flags it asks for.
     ((None, None, None), _ompi(), (None, None, None, [1])),  # jax reads the rest from the cluster.
     ((None, None, None), _slurm(1, 0, "1"), None),  # One task: nothing to join.
   ],

@@ -33,6 +33,7 @@ _SLURM_VARS = (
   "SLURM_LOCALID",
 )
 _OMPI_URI = "OMPI_MCA_orte_hnp_uri"  # Set by Open MPI 4's mpirun; jax reads the coordinator here.
+_KUBERNETES = "Kubernetes indexed Job"
 # What a plain process may inherit from a cluster without being one task of a run (an sbatch
 # script's own shell, salloc, a pod that is not an indexed Job).
 _STRAY_VARS = ("SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "JOB_COMPLETION_INDEX", "PMI_RANK")
@@ -84,10 +85,6 @@ def detect(environ: Mapping[str, str] = os.environ) -> Environment | None:
 
   Returns:
     The environment, or None for a process that no cluster started (see `stray_note`).
-
-  Raises:
-    UserInputError: an Open MPI run jax cannot join by itself, or a Kubernetes indexed Job
-      without the ``kubernetes`` package jax asks the cluster with.
   """
   if _OMPI_URI in environ:
     return Environment(
@@ -96,13 +93,6 @@ def detect(environ: Mapping[str, str] = os.environ) -> Environment | None:
       int(environ["OMPI_COMM_WORLD_RANK"]),
       int(environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
       int(environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", 0)) or None,
-    )
-  if int(environ.get("OMPI_COMM_WORLD_SIZE", 1)) > 1:
-    raise UserInputError(
-      f"Open MPI started {environ['OMPI_COMM_WORLD_SIZE']} processes without {_OMPI_URI} (Open "
-      "MPI 5 or srun --mpi), so jax cannot find their coordinator; pass --coordinator_address="
-      "HOST:PORT (a free port on rank 0's host) --num_processes=$OMPI_COMM_WORLD_SIZE "
-      "--process_id=$OMPI_COMM_WORLD_RANK"
     )
   if all(name in environ for name in _SLURM_VARS):
     return Environment(
@@ -118,15 +108,26 @@ def detect(environ: Mapping[str, str] = os.environ) -> Environment | None:
       "Cloud TPU slice", len(workers.split(",")), int(environ.get("TPU_WORKER_ID", 0))
     )
   if "KUBERNETES_SERVICE_HOST" in environ and "JOB_COMPLETION_INDEX" in environ:
-    if importlib.util.find_spec("kubernetes") is None:
-      raise UserInputError(
-        "this pod is task JOB_COMPLETION_INDEX="
-        f"{environ['JOB_COMPLETION_INDEX']} of a Kubernetes indexed Job, and jax asks the "
-        "cluster for its peers with the kubernetes package, which is missing; install it in "
-        "the image: pip install 'bert_jax[k8s]'"
-      )
     # One pod per node: the pod drives every GPU it was given.
-    return Environment("Kubernetes indexed Job", None, int(environ["JOB_COMPLETION_INDEX"]), 0, 1)
+    return Environment(_KUBERNETES, None, int(environ["JOB_COMPLETION_INDEX"]), 0, 1)
+  return None
+
+
+def unjoinable(env: Environment | None, environ: Mapping[str, str] = os.environ) -> str | None:
+  """Why jax cannot join the run a launcher started without coordinator flags; None if it can."""
+  if env is None and int(environ.get("OMPI_COMM_WORLD_SIZE", 1)) > 1:
+    return (
+      f"Open MPI started {environ['OMPI_COMM_WORLD_SIZE']} processes without {_OMPI_URI} (Open "
+      "MPI 5's mpirun), so jax cannot find their coordinator; pass --coordinator_address="
+      "HOST:PORT (a free port on rank 0's host) --num_processes=$OMPI_COMM_WORLD_SIZE "
+      "--process_id=$OMPI_COMM_WORLD_RANK"
+    )
+  if env is not None and env.name == _KUBERNETES and not importlib.util.find_spec("kubernetes"):
+    return (
+      f"this pod is task {env.process_id} of a Kubernetes indexed Job, and jax asks the cluster "
+      "for its peers with the kubernetes package, which is missing; install it in the image: "
+      "pip install 'bert_jax[k8s]'"
+    )
   return None
 
 
@@ -249,6 +250,9 @@ def join(
   if timeout_s <= 0:
     raise UserInputError(f"--cluster_timeout_s={timeout_s:g} must be positive, e.g. 300")
   env = detect(environ)
+  problem = None if coordinator_address else unjoinable(env, environ)
+  if problem:
+    raise UserInputError(problem)
   if env is None and (coordinator_address, num_processes, process_id).count(None) in (1, 2):
     raise UserInputError(
       "outside a cluster that names them, pass all of --coordinator_address=HOST:PORT (process "
