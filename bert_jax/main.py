@@ -8,9 +8,10 @@ dotted, e.g. --config.num_train_steps=100 --config.model.dtype=bfloat16. Every k
 default and description: `bert-jax config-keys` (python -m bert_jax.tools.config_keys; add
 --fine_tuning for the fine-tuning data keys).
 
-Multi-process off TPU (two processes on a laptop, GPU clusters):
+Every task of a multi-process run started by srun (SLURM), mpirun (Open MPI), a Kubernetes
+indexed Job or a Cloud TPU slice runs the same command and finds its peers by itself
+(bert_jax/parallel/cluster.py); elsewhere, e.g. two processes on a laptop:
   ... --coordinator_address=127.0.0.1:12355 --num_processes=2 --process_id=0
-On Cloud TPU VM slices every worker runs the same command; `jax.distributed` finds its peers.
 """
 
 import logging as std_logging
@@ -46,20 +47,12 @@ def _define_flags(values: flags.FlagValues, argv):
   )
   flags.DEFINE_integer("num_processes", None, "Processes in the run.", flag_values=values)
   flags.DEFINE_integer("process_id", None, "This process's index.", flag_values=values)
-
-
-def _initialize_distributed(values: flags.FlagValues):
-  """Joins the multi-process run if there is one (explicit flags, or a multi-host TPU slice)."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  if values["coordinator_address"].value:
-    jax.distributed.initialize(
-      coordinator_address=values["coordinator_address"].value,
-      num_processes=values["num_processes"].value,
-      process_id=values["process_id"].value,
-    )
-  elif "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):
-    jax.distributed.initialize()
+  flags.DEFINE_float(
+    "cluster_timeout_s",
+    300,
+    "Seconds to wait for the other processes of a multi-process run before giving up.",
+    flag_values=values,
+  )
 
 
 class _HideLibraryInfo:
@@ -84,18 +77,14 @@ def _train(values: flags.FlagValues, argv):
       "--config and --workdir are required, e.g. --config=configs/bert_tiny.py "
       "--workdir=/tmp/bert_tiny"
     )
-  _initialize_distributed(values)
-  import jax  # pylint: disable=g-import-not-at-top
-
+  from bert_jax.parallel import cluster  # pylint: disable=g-import-not-at-top
   from bert_jax.train import loop  # pylint: disable=g-import-not-at-top
 
-  logging.info(
-    "process %d of %d; %d local / %d global devices (%s)",
-    jax.process_index(),
-    jax.process_count(),
-    jax.local_device_count(),
-    jax.device_count(),
-    jax.devices()[0].device_kind,
+  cluster.join(
+    values["coordinator_address"].value,
+    values["num_processes"].value,
+    values["process_id"].value,
+    values["cluster_timeout_s"].value,
   )
   loop.train_and_evaluate(values["config"].value, values["workdir"].value)
 

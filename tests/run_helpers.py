@@ -6,6 +6,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -55,8 +56,18 @@ CHILD_XLA_FLAGS = "--xla_backend_optimization_level=0 " + xla_options.as_xla_fla
 )
 
 
+# What a cluster's launcher puts in each task's environment; the children get only what a test
+# gives them, so a suite itself run under srun or mpirun still starts plain processes.
+_CLUSTER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "JAX_COORDINATOR", "JAX_LOCAL_DEVICE")
+_CLUSTER_NAMES = ("JOB_COMPLETION_INDEX", "KUBERNETES_SERVICE_HOST", "TPU_WORKER_HOSTNAMES")
+
+
 def env(devices=1, **extra):
-  environment = dict(os.environ)
+  environment = {
+    k: v
+    for k, v in os.environ.items()
+    if not k.startswith(_CLUSTER_PREFIXES) and k not in _CLUSTER_NAMES
+  }
   environment.update(
     XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} {CHILD_XLA_FLAGS}",
     JAX_PLATFORMS="cpu",
@@ -66,10 +77,12 @@ def env(devices=1, **extra):
   return environment
 
 
-def run_main(workdir, extra_flags=(), devices=1, timeout=300, config="configs/bert_tiny.py"):
+def run_main(
+  workdir, extra_flags=(), devices=1, timeout=300, config="configs/bert_tiny.py", **environ
+):
   return subprocess.run(
     main_command(workdir, extra_flags, config),
-    env=env(devices),
+    env=env(devices, **environ),
     cwd=REPO,
     capture_output=True,
     text=True,
@@ -78,41 +91,80 @@ def run_main(workdir, extra_flags=(), devices=1, timeout=300, config="configs/be
   )
 
 
-def run_two_processes(workdir, extra_flags=(), timeout=300, config="configs/bert_tiny.py"):
-  """`bert_jax.main` as two processes on localhost (2 fake devices each), as a pod's hosts run.
-
-  Returns:
-    (the two return codes, the tail of both processes' stderr for a failure message).
-  """
+def free_port():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+    return s.getsockname()[1]
+
+
+def launcher_env(launcher, process_id, num_processes, port):
+  """The variables ``launcher`` gives task ``process_id`` of a one-host job, or coordinator
+  flags for "flags"; the coordinator listens on ``port`` of 127.0.0.1 either way.
+
+  Returns:
+    (extra command-line flags, extra environment variables).
+  """
+  task = str(process_id)
+  if launcher == "flags":
+    return [
+      f"--coordinator_address=127.0.0.1:{port}",
+      f"--num_processes={num_processes}",
+      f"--process_id={process_id}",
+    ], {}
+  if launcher == "slurm":  # As srun -n N on one node sets them.
+    return [], {
+      "SLURM_JOB_ID": "4242",
+      "SLURM_STEP_NODELIST": "localhost",
+      "SLURM_NTASKS": str(num_processes),
+      "SLURM_PROCID": task,
+      "SLURM_LOCALID": task,
+      "SLURM_NODEID": "0",
+      "SLURM_STEP_TASKS_PER_NODE": str(num_processes),
+      "JAX_COORDINATOR_PORT": str(port),
+    }
+  if launcher == "ompi":  # As Open MPI 4's mpirun -np N on one host sets them.
+    return [], {
+      "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://127.0.0.1:34911",
+      "OMPI_COMM_WORLD_SIZE": str(num_processes),
+      "OMPI_COMM_WORLD_RANK": task,
+      "OMPI_COMM_WORLD_LOCAL_RANK": task,
+      "OMPI_COMM_WORLD_LOCAL_SIZE": str(num_processes),
+      "JAX_COORDINATOR_PORT": str(port),
+    }
+  raise ValueError(f"unknown launcher {launcher!r}")
+
+
+class TwoProcesses(NamedTuple):
+  codes: list  # The two return codes.
+  errors: str  # The tail of both processes' stderr, for a failure message.
+  stderr: list  # Each process's whole stderr.
+
+
+def run_two_processes(
+  workdir, extra_flags=(), timeout=300, config="configs/bert_tiny.py", launcher="flags"
+):
+  """`bert_jax.main` as two processes on localhost (2 fake devices each), as a pod's hosts run,
+  joined by coordinator flags or by a cluster's variables (``launcher``: see `launcher_env`)."""
+  port = free_port()
+  commands = [launcher_env(launcher, i, 2, port) for i in range(2)]
   processes = [
     subprocess.Popen(
-      main_command(
-        workdir,
-        [
-          *extra_flags,
-          f"--coordinator_address=127.0.0.1:{port}",
-          "--num_processes=2",
-          f"--process_id={i}",
-        ],
-        config,
-      ),
-      env=env(devices=2),
+      main_command(workdir, [*extra_flags, *flags], config),
+      env=env(devices=2, **environ),
       cwd=REPO,
       stdout=subprocess.DEVNULL,
       stderr=subprocess.PIPE,
       text=True,
     )
-    for i in range(2)
+    for flags, environ in commands
   ]
   try:
     errors = [p.communicate(timeout=timeout)[1] for p in processes]
   finally:
     for p in processes:
       p.kill()
-  return [p.returncode for p in processes], errors[0][-3000:] + errors[1][-3000:]
+  tails = errors[0][-3000:] + errors[1][-3000:]
+  return TwoProcesses([p.returncode for p in processes], tails, errors)
 
 
 def read_metrics(workdir, split="train"):

@@ -133,6 +133,9 @@ CASES = [
   ("not_a_number", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=abc"], "abc"),
   ("unknown_flag", MAIN, lambda p: [TINY, "--wrokdir=/tmp/x"], "wrokdir"),
   ("no_workdir", MAIN, lambda p: [TINY, "--no-workdir"], "--workdir"),
+  # Joining a multi-process run (parallel/cluster.py).
+  ("cluster_flags_partial", MAIN, lambda p: [TINY, "--num_processes=2", "--process_id=0"], "pass all of --coordinator_address=HOST:PORT"),
+  ("cluster_timeout_zero", MAIN, lambda p: [TINY, "--cluster_timeout_s=0"], "--cluster_timeout_s=0 must be positive"),
   # Values out of range (the run's checkpoints must survive them).
   ("negative_lr", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=-1e-3"], "learning_rate=-0.001 must be > 0"),
   ("zero_lr", MAIN, lambda p: [TINY, "--config.optimizer.learning_rate=0.0"], "learning_rate=0.0 must be > 0"),

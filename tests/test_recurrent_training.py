@@ -210,8 +210,12 @@ def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
 def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, whole):
   whole_dir, _ = whole
   flags = [f"--config.{k}={v}" for k, v in SMALL.items()]
-  codes, errors = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG)
-  assert codes == [0, 0], errors
+  # Started the way Open MPI's mpirun starts them: its variables, no coordinator flags.
+  run = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG, launcher="ompi")
+  assert run.codes == [0, 0], run.errors
+  for i, stderr in enumerate(run.stderr):
+    assert "Open MPI (mpirun), coordinator 127.0.0.1:" in stderr, stderr[-3000:]
+    assert f"; process {i} of 2; 2 local / 4 global devices (cpu)" in stderr
   # Each process built only its 4 rows; together they are the one-process run on 8 devices.
   for split in ("train", "eval"):
     one, two = (run_helpers.read_metrics(w, split) for w in (whole_dir, tmp_path))

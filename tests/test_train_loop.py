@@ -65,11 +65,17 @@ def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint
 
 
 def test_two_processes_give_the_same_losses_as_one(tmp_path):
+  """Two tasks started the way srun starts them (its variables, no coordinator flags) join one
+  run of 4 devices; its checkpoint resumes in one process on one device. (Open MPI's variables
+  join the two-process run of test_recurrent_training.py.)"""
   flags = run_helpers.small_flags(num_train_steps=4, checkpoint_every_steps=4)
   single = run_helpers.run_main(tmp_path / "one", flags, devices=4)
   assert single.returncode == 0, single.stderr[-3000:]
-  codes, errors = run_helpers.run_two_processes(tmp_path / "two", flags)
-  assert codes == [0, 0], errors
+  run = run_helpers.run_two_processes(tmp_path / "two", flags, launcher="slurm")
+  assert run.codes == [0, 0], run.errors
+  for i, stderr in enumerate(run.stderr):
+    assert "SLURM (srun), coordinator localhost:" in stderr, stderr[-3000:]
+    assert f"; process {i} of 2; 2 local / 4 global devices (cpu)" in stderr
   one = run_helpers.read_metrics(tmp_path / "one")
   two = run_helpers.read_metrics(tmp_path / "two")
   assert [r["step"] for r in two] == [1, 2, 3, 4]
@@ -82,3 +88,10 @@ def test_two_processes_give_the_same_losses_as_one(tmp_path):
     rtol=1e-5,
     atol=1e-6,
   )
+  more = run_helpers.small_flags(num_train_steps=5, checkpoint_every_steps=4)
+  resumed = run_helpers.run_main(tmp_path / "two", more, devices=1)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "Resuming from" in resumed.stderr
+  assert "one process; process 0 of 1; 1 local / 1 global devices" in resumed.stderr
+  rows = run_helpers.read_metrics(tmp_path / "two")
+  assert [r["step"] for r in rows] == [1, 2, 3, 4, 5] and np.isfinite(rows[-1]["loss"])
