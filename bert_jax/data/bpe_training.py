@@ -1,4 +1,4 @@
-"""Training RoBERTa's byte-level BPE and XLM-R's SentencePiece BPE on a text file."""
+"""Training RoBERTa's byte-level BPE and XLM-R's SentencePiece unigram model on a text file."""
 
 import json
 import posixpath
@@ -41,9 +41,12 @@ def train_byte_level_bpe(text_path: str, vocab_path: str, vocab_size: int) -> in
 
 
 def train_fairseq_sentencepiece(text_path: str, model_path: str, vocab_size: int):
-  """Trains XLM-R's kind of SentencePiece model (BPE; ``<unk> <s> </s>`` first, no pad piece).
+  """Trains XLM-R's kind of SentencePiece model (``<unk> <s> </s>`` first, no pad piece).
 
-  Read through `bpe_tokenization.FairseqSentencePieceTokenizer` it has ``vocab_size`` entries:
+  It is a unigram language model, as XLM-R's published ``sentencepiece.bpe.model`` is despite
+  its name (Conneau et al. 2020: "Sentence Piece with a unigram language model");
+  transformers' ``XLMRobertaTokenizer(Fast)`` segments such a model as SentencePiece does,
+  which it does not for a BPE one. Read through `bpe_tokenization.FairseqSentencePieceTokenizer` it has ``vocab_size`` entries:
   fairseq's four specials, the model's pieces after its first three, and ``<mask>``.
   """
   import sentencepiece  # pylint: disable=g-import-not-at-top
@@ -53,7 +56,7 @@ def train_fairseq_sentencepiece(text_path: str, model_path: str, vocab_size: int
     input=text_path,
     model_prefix=prefix,
     vocab_size=vocab_size - 2,  # + <pad> and <mask> in fairseq's dictionary.
-    model_type="bpe",
+    model_type="unigram",
     unk_id=0,
     bos_id=1,
     eos_id=2,

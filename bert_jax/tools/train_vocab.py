@@ -16,8 +16,8 @@ its fixed ``##`` ids), SentencePiece with one thread and unshuffled input.
 
 RoBERTa's and XLM-R's vocabs hold fairseq's specials instead (`data/bpe_training.py`):
 ``bytelevel_bpe`` writes vocab.json and merges.txt beside it (byte-level BPE), and
-``xlmr_sentencepiece`` a SentencePiece BPE model read with fairseq's ids; ``--vocab_size``
-counts every entry the model sees, ``<mask>`` included.
+``xlmr_sentencepiece`` a SentencePiece unigram model (as XLM-R's published one) read with
+fairseq's ids; ``--vocab_size`` counts every entry the model sees, ``<mask>`` included.
 """
 
 import argparse
