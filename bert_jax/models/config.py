@@ -10,6 +10,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.electra.options import ElectraOptions
 from bert_jax.models.recurrence_options import RecurrenceOptions
+from bert_jax.models.roberta.options import RobertaOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
 from bert_jax.models.transformer_xl import adaptive_config
 from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
@@ -176,6 +177,9 @@ class ModelConfig:
   albert: AlbertOptions = option(
     default_factory=AlbertOptions, help="Cross-layer sharing of family albert."
   )
+  roberta: RobertaOptions = option(
+    default_factory=RobertaOptions, help="Padding index of families roberta and xlm_roberta."
+  )
   recurrence: RecurrenceOptions = option(
     default_factory=RecurrenceOptions,
     help="Segment memory and relative positions of families xlnet and transformer_xl.",
@@ -285,6 +289,7 @@ SECTIONS = {
   "adaptive": AdaptiveOptions,
   "xlm": XlmOptions,
   "albert": AlbertOptions,
+  "roberta": RobertaOptions,
   "recurrence": RecurrenceOptions,
   "span_boundary": SpanBoundaryOptions,
 }

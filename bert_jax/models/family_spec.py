@@ -150,6 +150,9 @@ class Family:
       ``--baseline=hf_torch`` of `tools/benchmark`, `tools/hf_torch_baseline.py`).
     check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for model keys
       the family cannot compute (run by `ModelConfig` after its shared checks); None: none.
+    languages: ``ModelConfig -> tuple of names``, the languages whose embeddings the encoder
+      adds (XLM's ``lang2id`` order); the encoder then takes their ids as the keyword
+      ``language_ids_BL``. None: the family has no language embeddings.
   """
 
   name: str
@@ -165,6 +168,7 @@ class Family:
   hf_baseline: Callable | None = None
   hf_torch_baseline: bool = False
   check_config: Callable | None = None
+  languages: Callable | None = None
 
   @property
   def has_memory(self) -> bool:
