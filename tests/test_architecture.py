@@ -95,8 +95,8 @@ _MAY_NAME = {
   "bert_jax/names.py": FAMILY_PACKAGES,  # The vocabulary.
   "bert_jax/models/families.py": FAMILY_PACKAGES,  # The registry.
   # BERT is the default family; ModelConfig declares the sections its family packages own
-  # (model.albert, model.electra, model.adaptive, model.xlm).
-  "bert_jax/models/config.py": {"albert", "bert", "electra", "transformer_xl", "xlm"},
+  # (model.albert, model.electra, model.adaptive, model.xlm, model.roberta).
+  "bert_jax/models/config.py": {"albert", "bert", "electra", "roberta", "transformer_xl", "xlm"},
 }
 # ELECTRA's generator is a BERT encoder (`electra/options.generator_config`); XLM-R is
 # RoBERTa's architecture under another name.
