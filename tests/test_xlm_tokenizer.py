@@ -1,6 +1,7 @@
 """XLM's own tokenizer: ids equal transformers' XLMTokenizer on the embedded corpus, and an
 XLMWithLMHeadModel saved with its tokenizer converts both ways and embeds as transformers does."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -8,6 +9,8 @@ import pytest
 
 from bert_jax.data import bpe_training, default_corpus, tokenization, xlm_tokenization
 from bert_jax.errors import UserInputError
+from bert_jax.models.xlm.model import XlmEncoder
+from bert_jax.models.xlm.options import XlmOptions
 from bert_jax.tools import convert, embed, train_vocab, workdir_params
 from tests import hf_reference
 
@@ -169,3 +172,21 @@ def test_bad_xlm_vocab_is_one_line(tmp_path):
   (tmp_path / "vocab.json").write_text(json.dumps({"<s>": 0, "<special1>": 1}))
   with pytest.raises(UserInputError, match="lacks </s>, <pad>"):
     tokenization.load_tokenizer(str(tmp_path / "vocab.json"))
+
+
+def test_model_xlm_language_is_the_language_without_ids(converted):
+  """Fine-tuning passes no language ids: model.xlm.language picks the embedding they get."""
+  _, _, workdir = converted
+  run = workdir_params.read_run(str(workdir))
+  ids = np.array([[0, 40, 41, 42, 1]], np.int32)
+  mask = np.ones_like(ids)
+  apply = XlmEncoder(dataclasses.replace(run.model, xlm=XlmOptions(("en", "fr"), language="fr")))
+  alone, _ = apply.apply({"params": run.params["bert"]}, ids, 0 * ids, mask)
+  with_ids, _ = XlmEncoder(run.model).apply(
+    {"params": run.params["bert"]}, ids, 0 * ids, mask, language_ids_BL=np.ones_like(ids)
+  )
+  english, _ = XlmEncoder(run.model).apply({"params": run.params["bert"]}, ids, 0 * ids, mask)
+  np.testing.assert_array_equal(alone, with_ids)
+  assert not np.allclose(alone, english)
+  with pytest.raises(UserInputError, match="model.xlm.language='de' is not one of"):
+    XlmOptions(("en", "fr"), language="de")
