@@ -236,8 +236,9 @@ def test_parameter_counts_equal_transformers(family, size, vocab_size, part, exp
 
 @pytest.mark.parametrize("pad", [0, 3])
 def test_another_padding_index_converts_and_equals_transformers(pad, tmp_path):
-  """transformers counts positions past the config's pad_token_id; so does the converted model,
-  both ways (the index travels as model.roberta.padding_idx and back as pad_token_id)."""
+  """transformers counts positions past the config's pad_token_id; so does the converted model
+  (outputs and gradients), both ways (the index travels as model.roberta.padding_idx and back
+  as pad_token_id)."""
   model = hf_reference.random_roberta(
     transformers, torch, kind="model", seed=7, pad_token_id=pad, **SIZE
   )
@@ -258,6 +259,22 @@ def test_another_padding_index_converts_and_equals_transformers(pad, tmp_path):
   with torch.no_grad():
     theirs = model(*_torch(input_ids, mask)).pooler_output.numpy()
   np.testing.assert_allclose(pooled, theirs, atol=1e-5, rtol=1e-5)
+  # Gradients too: d(weighted outputs on real tokens)/d(params).
+  rng = np.random.default_rng(1)
+  weights = (rng.normal(size=hidden.shape) * mask[:, :, None]).astype(np.float32)
+  pooled_weights = rng.normal(size=pooled.shape).astype(np.float32)
+
+  def objective(params):
+    out, first = RobertaEncoder(run.model).apply({"params": params}, input_ids, token_types, mask)
+    return jnp.sum(out * weights) + jnp.sum(first * pooled_weights)
+
+  ours = jax.jit(jax.grad(objective))(run.params["bert"])
+  model.zero_grad()
+  out = model(*_torch(input_ids, mask))
+  loss = (out.last_hidden_state * torch.from_numpy(weights)).sum()
+  (loss + (out.pooler_output * torch.from_numpy(pooled_weights)).sum()).backward()
+  grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+  hf_reference.assert_gradients_equal(ours, roberta_hf.params_from_hf(grads, run.model)["bert"])
   # Index 1's positions would differ: the parity above is the padding index's doing.
   shifted = dataclasses.replace(run.model, roberta=RobertaOptions(padding_idx=1))
   other, _ = RobertaEncoder(shifted).apply(

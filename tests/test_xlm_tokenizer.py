@@ -27,6 +27,17 @@ SENTENCES = [
   "Café society in Zürich met at the Musée (1911).",
 ]
 
+# Special tokens written in the text, line breaks, cased and accented letters.
+ODD_TEXTS = [
+  "The <special1> is blue.",
+  "The<special1>is <s> x</s>",
+  "<SPECIAL1> A",
+  "",
+  "a<pad><pad>b",
+  "Ünïcödé ΟΔΟΣ İstanbul",
+  "line\nBreak Ä",
+]
+
 
 @pytest.fixture(scope="module")
 def lines():
@@ -57,7 +68,7 @@ def test_ids_equal_xlm_tokenizer_on_real_text(vocab, lines, lowercase):
     merges_file=str(xlm_tokenization.merges_path(vocab)),
     do_lowercase_and_remove_accent=lowercase,
   )
-  texts = lines[:150] + SENTENCES
+  texts = lines[:150] + SENTENCES + ODD_TEXTS
   ids = ours.encode_batch(texts)
   assert ids == reference(texts, add_special_tokens=False)["input_ids"]
   assert sum(map(len, ids)) > 5_000  # Real text, not a handful of tokens.

@@ -13,11 +13,13 @@ Text goes through XLM's preprocessing before its BPE:
 4. BPE over each word, its last symbol marked with ``</w>`` (the Rust ``tokenizers`` library).
 
 Moses' rules are English ones whatever the model's languages, as transformers applies them;
-ids equal ``transformers.XLMTokenizer``'s. Sentences become ``<s> A </s>`` and pairs
+special tokens written in the text are split out first, as there; ids equal
+``transformers.XLMTokenizer``'s. Sentences become ``<s> A </s>`` and pairs
 ``<s> A </s> B </s>``.
 """
 
 import json
+import re
 import unicodedata
 
 import numpy as np
@@ -55,6 +57,13 @@ def _strip_accents(word: str) -> str:
   return "".join(c for c in decomposed if unicodedata.category(c) != "Mn").lower()
 
 
+def lowercase_characters(text: str) -> str:
+  """transformers' lowercasing of a lowercased model's text before anything else sees it
+  (before special tokens are split out, and before Moses, so "°C." splits as "°c ." would):
+  character by character, line breaks kept."""
+  return "".join(c if c == "\n" else c.lower() for c in text)
+
+
 class MosesWords:
   """XLM's preprocessing and Moses tokenisation of a string into words (steps 1-3 above)."""
 
@@ -70,9 +79,7 @@ class MosesWords:
 
   def __call__(self, text: str) -> list[str]:
     if self.lowercase:
-      # transformers lowercases each character before Moses sees the text (so "°C." splits
-      # as "°c ." would), and lowercases again with the accents after it.
-      text = "".join(c if c == "\n" else c.lower() for c in text)
+      text = lowercase_characters(text)
     text = self._normalizer.normalize(text)
     words = self._moses.tokenize(text, return_str=False, escape=False)
     if self.lowercase:
@@ -115,6 +122,8 @@ class XlmTokenizer(_Vocab):
     )
     self._special = np.zeros(len(self._tokens), bool)
     self._special[[vocab[t] for t in SPECIALS]] = True
+    self._ids = {t: vocab[t] for t in SPECIALS}
+    self._special_pattern = re.compile("(" + "|".join(map(re.escape, SPECIALS)) + ")")
     # transformers merges whatever the codes say and looks the result up (<unk> if absent);
     # tokenizers needs every merge's parts and result in the vocab, which XLM's vocabs hold.
     rules = [
@@ -144,7 +153,23 @@ class XlmTokenizer(_Vocab):
     return self.encode_batch([text])[0]
 
   def encode_batch(self, texts):
-    """Token ids of many strings (BPE in parallel), without ``<s>`` / ``</s>``."""
-    words = [self._words(text) for text in texts]
+    """Token ids of many strings (BPE in parallel), without ``<s>`` / ``</s>``.
+
+    A special token written in the text (``<special1>``, ``</s>``) is that token, as
+    transformers splits them out before tokenising the text around them.
+    """
+    if self.lowercase:
+      texts = [lowercase_characters(text) for text in texts]
+    # Specials at odd places (lowercasing leaves them as they are).
+    segments = [self._special_pattern.split(text) for text in texts]
+    words = [self._words(piece) for parts in segments for piece in parts[::2]]
     encodings = self._tokenizer.encode_batch(words, is_pretokenized=True, add_special_tokens=False)
-    return [e.ids for e in encodings]
+    pieces = iter(e.ids for e in encodings)
+    return [
+      [
+        i
+        for j, part in enumerate(parts)
+        for i in (next(pieces) if j % 2 == 0 else [self._ids[part]])
+      ]
+      for parts in segments
+    ]
