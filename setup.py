@@ -18,6 +18,7 @@ INSTALL_REQUIRES = [
     "tensorboard==2.21.0",
     "sentencepiece==0.2.3",
     "tokenizers==0.22.2",
+    "sacremoses==0.2.0",  # XLM's tokenizer: Moses' punctuation normaliser and tokenizer.
     "ml-collections==1.1.0",
     "numpy==2.4.6",
     "protobuf==7.36.2",

@@ -7,7 +7,7 @@
       --config.data.vocab_path=/data/xlmr/sentencepiece.bpe.model
 
 The model is RoBERTa's (configs/roberta_base.py) under the family ``xlm_roberta`` (exports as
-Hugging Face ``XLMRobertaForMaskedLM``); the vocab is a SentencePiece BPE model read with
+Hugging Face ``XLMRobertaForMaskedLM``); the vocab is a SentencePiece unigram model read with
 fairseq's ids (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, pieces + 1, ``<mask>`` last).
 The optimiser and schedule are RoBERTa-base's (Adam beta2 0.98, peak lr 6e-4, batch 8k, 500k
 steps, no clipping); change them with --config.optimizer.* / --config.num_train_steps for

@@ -104,8 +104,8 @@ _MAY_NAME = {
   "bert_jax/names.py": FAMILY_PACKAGES,  # The vocabulary.
   "bert_jax/models/families.py": FAMILY_PACKAGES,  # The registry.
   # BERT is the default family; ModelConfig declares the sections its family packages own
-  # (model.albert, model.electra, model.adaptive, model.xlm).
-  "bert_jax/models/config.py": {"albert", "bert", "electra", "transformer_xl", "xlm"},
+  # (model.albert, model.electra, model.adaptive, model.xlm, model.roberta).
+  "bert_jax/models/config.py": {"albert", "bert", "electra", "roberta", "transformer_xl", "xlm"},
   # The recurrence section is the families with memory's (`names.RECURRENT_FAMILIES`); it
   # checks that they run their own unscanned layers.
   "bert_jax/models/recurrence_options.py": {"xlnet", "transformer_xl"},

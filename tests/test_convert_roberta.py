@@ -2,6 +2,7 @@
 padding), round trips are bitwise, the vocab travels, and embed / GLUE fine-tuning run on the
 converted model with no model flags."""
 
+import dataclasses
 import importlib.util
 import json
 
@@ -15,6 +16,7 @@ from bert_jax.models import families
 from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.roberta import hf as roberta_hf
 from bert_jax.models.roberta.model import RobertaEncoder, RobertaForMaskedLM
+from bert_jax.models.roberta.options import RobertaOptions
 from bert_jax.tools import convert, embed, train_vocab, workdir_params
 from bert_jax.train.loop import train_and_evaluate
 from tests import finetune_fixtures, hf_reference, run_helpers
@@ -232,17 +234,75 @@ def test_parameter_counts_equal_transformers(family, size, vocab_size, part, exp
   assert _param_count(family, size, vocab_size, part) == expected
 
 
-def test_another_pad_id_is_one_line(converted, tmp_path, capsys):
+@pytest.mark.parametrize("pad", [0, 3])
+def test_another_padding_index_converts_and_equals_transformers(pad, tmp_path):
+  """transformers counts positions past the config's pad_token_id; so does the converted model
+  (outputs and gradients), both ways (the index travels as model.roberta.padding_idx and back
+  as pad_token_id)."""
+  model = hf_reference.random_roberta(
+    transformers, torch, kind="model", seed=7, pad_token_id=pad, **SIZE
+  )
+  model.save_pretrained(tmp_path / "hf")
+  workdir = tmp_path / "workdir"
+  argv = ["convert", "--from=hf", f"--input={tmp_path / 'hf'}", f"--output={workdir}"]
+  assert convert.main(argv) == 0
+  run = workdir_params.read_run(str(workdir))
+  assert run.model.roberta.padding_idx == pad
+  input_ids, token_types, mask = hf_reference.random_inputs(
+    VOCAB_SIZE, type_vocab_size=1, seed=5, pad_id=pad
+  )
+  reference = hf_reference.torch_outputs(torch, model, input_ids, token_types, mask)
+  hidden, pooled = jax.jit(RobertaEncoder(run.model).apply)(
+    {"params": run.params["bert"]}, input_ids, token_types, mask
+  )
+  _close_on_real_tokens(hidden, reference["hidden_states"][-1], mask)
+  with torch.no_grad():
+    theirs = model(*_torch(input_ids, mask)).pooler_output.numpy()
+  np.testing.assert_allclose(pooled, theirs, atol=1e-5, rtol=1e-5)
+  # Gradients too: d(weighted outputs on real tokens)/d(params).
+  rng = np.random.default_rng(1)
+  weights = (rng.normal(size=hidden.shape) * mask[:, :, None]).astype(np.float32)
+  pooled_weights = rng.normal(size=pooled.shape).astype(np.float32)
+
+  def objective(params):
+    out, first = RobertaEncoder(run.model).apply({"params": params}, input_ids, token_types, mask)
+    return jnp.sum(out * weights) + jnp.sum(first * pooled_weights)
+
+  ours = jax.jit(jax.grad(objective))(run.params["bert"])
+  model.zero_grad()
+  out = model(*_torch(input_ids, mask))
+  loss = (out.last_hidden_state * torch.from_numpy(weights)).sum()
+  (loss + (out.pooler_output * torch.from_numpy(pooled_weights)).sum()).backward()
+  grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+  hf_reference.assert_gradients_equal(ours, roberta_hf.params_from_hf(grads, run.model)["bert"])
+  # Index 1's positions would differ: the parity above is the padding index's doing.
+  shifted = dataclasses.replace(run.model, roberta=RobertaOptions(padding_idx=1))
+  other, _ = RobertaEncoder(shifted).apply(
+    {"params": run.params["bert"]}, input_ids, token_types, mask
+  )
+  assert not np.allclose(np.asarray(other)[mask == 1], np.asarray(hidden)[mask == 1], atol=1e-3)
+  assert (
+    convert.main(["convert", "--to=hf", f"--input={workdir}", f"--output={tmp_path / 'back'}"]) == 0
+  )
+  exported = json.loads((tmp_path / "back" / "config.json").read_text())
+  assert exported["pad_token_id"] == pad
+  loaded = transformers.RobertaModel.from_pretrained(tmp_path / "back").eval()
+  with torch.no_grad():
+    again = loaded(*_torch(input_ids, mask)).last_hidden_state.numpy()
+  _close_on_real_tokens(again, reference["hidden_states"][-1], mask)
+
+
+def test_a_padding_index_past_the_positions_is_one_line(converted, tmp_path, capsys):
   _, hf_dir, _ = converted["roberta_model"]
   for path in hf_dir.iterdir():
     (tmp_path / "hf" / path.name).parent.mkdir(exist_ok=True)
     (tmp_path / "hf" / path.name).write_bytes(path.read_bytes())
   config = json.loads((tmp_path / "hf" / "config.json").read_text())
-  (tmp_path / "hf" / "config.json").write_text(json.dumps(dict(config, pad_token_id=0)))
+  (tmp_path / "hf" / "config.json").write_text(json.dumps(dict(config, pad_token_id=65)))
   argv = ["convert", "--from=hf", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'o'}"]
   assert convert.main(argv) == 2
   err = capsys.readouterr().err.strip()
-  assert "pad_token_id=0" in err and "\n" not in err
+  assert "pad_token_id=65" in err and "max_position_embeddings" in err and "\n" not in err
   assert families.for_config_json({"model_type": "xlm-roberta"}, "x").name == "xlm_roberta"
 
 

@@ -79,10 +79,11 @@ def test_byte_level_vocab_is_laid_out_as_roberta(byte_level):
     assert len(json.load(f)) == VOCAB_SIZE
 
 
-def test_xlmr_sentencepiece_ids_equal_xlm_roberta_tokenizer_fast(text, xlmr):
+@pytest.mark.parametrize("reference_class", ["XLMRobertaTokenizer", "XLMRobertaTokenizerFast"])
+def test_xlmr_sentencepiece_ids_equal_xlm_roberta_tokenizers(text, xlmr, reference_class):
   tokenizer, model = xlmr
   assert isinstance(tokenizer, bpe_tokenization.FairseqSentencePieceTokenizer)
-  reference = transformers.XLMRobertaTokenizerFast(vocab_file=model)
+  reference = getattr(transformers, reference_class)(vocab_file=model)
   assert tokenizer.vocab_size == len(reference) == VOCAB_SIZE
   assert tokenizer.tokens[:4] == ("<s>", "<pad>", "</s>", "<unk>")
   assert tokenizer.special_ids.mask == VOCAB_SIZE - 1 == reference.mask_token_id
@@ -96,6 +97,15 @@ def test_xlmr_sentencepiece_ids_equal_xlm_roberta_tokenizer_fast(text, xlmr):
   assert pairs == reference(a, b)["input_ids"]
   # A character the model never saw is fairseq's <unk> (3), not SentencePiece's (0).
   assert tokenization.load_tokenizer(model).encode("\u4e00")[-1] == 3 == reference.unk_token_id
+
+
+def test_xlmr_sentencepiece_is_a_unigram_model_as_published(xlmr):
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+
+  proto = sentencepiece_model_pb2.ModelProto()
+  with open(xlmr[1], "rb") as f:
+    proto.ParseFromString(f.read())
+  assert proto.trainer_spec.model_type == proto.trainer_spec.UNIGRAM
 
 
 def test_bad_byte_level_inputs_fail_with_one_line(byte_level, tmp_path):

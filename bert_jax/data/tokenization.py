@@ -8,13 +8,14 @@ original ``tokenization.FullTokenizer``, at batch speed.
 """
 
 import dataclasses
+import json
 import re
 
 import numpy as np
 import tokenizers
 from tokenizers import models, normalizers, pre_tokenizers
 
-from bert_jax.data import bpe_tokenization, files
+from bert_jax.data import bpe_tokenization, files, xlm_tokenization
 from bert_jax.data.vocab_types import SpecialTokenIds, Vocab
 from bert_jax.errors import UserInputError
 
@@ -271,18 +272,21 @@ class SentencePieceTokenizer(Vocab):
 
 
 def load_tokenizer(path, lowercase=True):
-  """A WordPiece ``vocab.txt``, a SentencePiece ``.model`` or a byte-level BPE ``vocab.json``.
+  """A WordPiece ``vocab.txt``, a SentencePiece ``.model`` or a BPE ``vocab.json``.
 
   Args:
     path: the vocab file; names ending in ``.model`` load as SentencePiece (XLM-R's layout,
       `bpe_tokenization.FairseqSentencePieceTokenizer`, when it has no BERT special pieces),
-      ``.json`` as RoBERTa's byte-level BPE with ``merges.txt`` beside it.
-    lowercase: WordPiece only (SentencePiece models carry their own normalisation).
+      ``.json`` as XLM's BPE (`xlm_tokenization.XlmTokenizer`) when it holds XLM's specials,
+      else as RoBERTa's byte-level BPE, with ``merges.txt`` beside it.
+    lowercase: WordPiece and XLM (SentencePiece models carry their own normalisation).
 
   Returns:
-    A :class:`WordPieceTokenizer` or :class:`SentencePieceTokenizer`.
+    A tokenizer of this module, `bpe_tokenization` or `xlm_tokenization`.
   """
   if path.endswith(".json"):
+    if files.is_file(path) and _json_vocab_is_xlm(path):
+      return xlm_tokenization.XlmTokenizer(path, lowercase=lowercase)
     return bpe_tokenization.ByteLevelBpeTokenizer(path)
   if path.endswith(".model"):
     processor = read_sentencepiece(path)
@@ -290,6 +294,17 @@ def load_tokenizer(path, lowercase=True):
       return bpe_tokenization.FairseqSentencePieceTokenizer(path, processor)
     return SentencePieceTokenizer(path, processor)
   return load_wordpiece(path, lowercase=lowercase)
+
+
+def _json_vocab_is_xlm(path) -> bool:
+  # pylint: disable-next=g-import-not-at-top (xlm_tokenization builds on this module)
+  from bert_jax.data import xlm_tokenization
+
+  try:
+    vocab = json.loads(files.read_text(path))
+  except (json.JSONDecodeError, UnicodeDecodeError):
+    return False  # ByteLevelBpeTokenizer says what is wrong with the file.
+  return isinstance(vocab, dict) and xlm_tokenization.is_xlm_vocab(vocab)
 
 
 def load_model_tokenizer(path, *, lowercase=True, model_vocab_size=None, vocab_flag=""):

@@ -12,6 +12,7 @@ from bert_jax.models.attention import chunk_window
 from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.models.electra.options import ElectraOptions
 from bert_jax.models.recurrence_options import RecurrenceOptions
+from bert_jax.models.roberta.options import RobertaOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
 from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
 from bert_jax.models.xlm.options import XlmOptions
@@ -166,6 +167,9 @@ class ModelConfig:
   albert: AlbertOptions = option(
     default_factory=AlbertOptions, help="Cross-layer sharing of family albert."
   )
+  roberta: RobertaOptions = option(
+    default_factory=RobertaOptions, help="Padding index of families roberta and xlm_roberta."
+  )
   recurrence: RecurrenceOptions = option(
     default_factory=RecurrenceOptions,
     help="Segment memory and relative positions of families xlnet and transformer_xl.",
@@ -244,6 +248,7 @@ SECTIONS = {
   "adaptive": AdaptiveOptions,
   "xlm": XlmOptions,
   "albert": AlbertOptions,
+  "roberta": RobertaOptions,
   "recurrence": RecurrenceOptions,
   "span_boundary": SpanBoundaryOptions,
 }

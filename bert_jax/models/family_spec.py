@@ -143,6 +143,9 @@ class Family:
     train_flops: ``(config, batch_size, seq_len, predictions_per_seq) -> float``, matmul FLOPs
       of one forward + backward step (`models/flops.py`; MFU in train/flops.py).
     hf: the Hugging Face conversion (`HfInterop`), or None if the family has none.
+    languages: ``ModelConfig -> tuple of names``, the languages whose embeddings the encoder
+      adds (XLM's ``lang2id`` order); the encoder then takes their ids as the keyword
+      ``language_ids_BL``. None: the family has no language embeddings.
   """
 
   name: str
@@ -155,6 +158,7 @@ class Family:
   plain_examples: bool = False
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
+  languages: Callable | None = None
 
   @property
   def has_memory(self) -> bool:

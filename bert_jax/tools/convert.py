@@ -18,9 +18,10 @@ BertModel, BertForMaskedLM and BertForPreTraining checkpoints all convert, and s
 DistilBertModel and DistilBertForMaskedLM ones, ALBERT's (AlbertModel / AlbertForMaskedLM /
 AlbertForPreTraining; one shared layer group or one group per layer), XLNet's (XLNetModel,
 XLNetLMHeadModel), RoBERTa's / XLM-R's ((XLM)RobertaModel, (XLM)RobertaForMaskedLM, with
-their vocab.json + merges.txt / sentencepiece.bpe.model) and XLM's (XLMModel, XLMWithLMHeadModel,
-languages from lang2id): ``model_type`` in config.json picks the family
-(`models/families.py`). ``--to=hf`` writes
+their vocab.json + merges.txt / sentencepiece.bpe.model; positions past the config's
+pad_token_id) and XLM's (XLMModel, XLMWithLMHeadModel, languages from lang2id, with XLM's
+vocab.json + merges.txt and do_lowercase_and_remove_accent): ``model_type`` in config.json
+picks the family (`models/families.py`). ``--to=hf`` writes
 config.json, model.safetensors, and vocab.txt + tokenizer_config.json when the run's vocab is a
 WordPiece vocab.txt; ``transformers`` loads it as BertModel or BertForPreTraining (a
 ``distilbert`` run: DistilBertModel or DistilBertForMaskedLM). A fine-tuned
@@ -55,7 +56,7 @@ from etils import epath
 
 from bert_jax import environment
 from bert_jax.cli import runner
-from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json
+from bert_jax.data import bpe_tokenization, tokenization, tokenizer_json, xlm_tokenization
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.attention import kinds as attention_kinds
@@ -196,6 +197,8 @@ def from_hf(
   if lowercase is None and tokenizer_config.exists():
     settings = hf_model_dirs.read_json(tokenizer_config, "it must hold the tokenizer's settings")
     lowercase = settings.get("do_lower_case") if isinstance(settings, dict) else None
+    if lowercase is None and isinstance(settings, dict):  # XLMTokenizer's name for it.
+      lowercase = settings.get("do_lowercase_and_remove_accent")
   with tempfile.TemporaryDirectory() as scratch:
     if vocab_path is None and (directory / _TOKENIZER_JSON).exists():
       # transformers 5 saves tokenizer.json only: its WordPiece vocab becomes vocab.txt.
@@ -307,34 +310,49 @@ def to_hf(
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     safetensors_files.write_state(directory, state, dtype=dtype, max_shard_bytes=max_shard_bytes)
-    _write_tokenizer_files(directory, vocab_path, lowercase, model.max_position_embeddings)
+    _write_tokenizer_files(directory, vocab_path, lowercase, model.max_position_embeddings, config)
     print(
       f"wrote {directory} ({config['architectures'][0]}, {len(state)} tensors) from {run.step_dir}"
     )
 
 
-# A fairseq-style vocab's files under transformers' names, and its tokenizer class.
-_FAIRSEQ_TOKENIZER_FILES = {
+# A fairseq-style or XLM vocab's files under transformers' names, and its tokenizer class.
+_BPE_TOKENIZER_FILES = {
   bpe_tokenization.ByteLevelBpeTokenizer: (("vocab.json", "merges.txt"), "RobertaTokenizer"),
   bpe_tokenization.FairseqSentencePieceTokenizer: (
     ("sentencepiece.bpe.model",),
     "XLMRobertaTokenizer",
   ),
+  xlm_tokenization.XlmTokenizer: (("vocab.json", "merges.txt"), "XLMTokenizer"),
 }
 
 
-def _write_tokenizer_files(directory, vocab_path, lowercase: bool, max_length: int):
+def _write_tokenizer_files(directory, vocab_path, lowercase: bool, max_length: int, config: dict):
   """vocab.txt and tokenizer_config.json, when the run's vocab is a WordPiece vocab.txt;
-  RoBERTa's vocab.json + merges.txt or XLM-R's sentencepiece.bpe.model likewise."""
+  RoBERTa's vocab.json + merges.txt, XLM-R's sentencepiece.bpe.model or XLM's vocab.json +
+  merges.txt likewise (``config``: the written config.json object)."""
   if vocab_path and vocab_path.endswith((".json", ".model")):
-    kind = type(tokenization.load_tokenizer(vocab_path))
-    if kind in _FAIRSEQ_TOKENIZER_FILES:
-      names_, tokenizer_class = _FAIRSEQ_TOKENIZER_FILES[kind]
+    tokenizer = tokenization.load_tokenizer(vocab_path, lowercase=lowercase)
+    if type(tokenizer) in _BPE_TOKENIZER_FILES:
+      names_, tokenizer_class = _BPE_TOKENIZER_FILES[type(tokenizer)]
       sources = [vocab_path, *bpe_tokenization.companion_files(vocab_path)]
       for source, name in zip(sources, names_):
         epath.Path(source).copy(directory / name)
-      # fairseq's vocabs go with positions counted past the padding index (RoBERTa).
-      tokenizer_config = {"tokenizer_class": tokenizer_class, "model_max_length": max_length - 2}
+      if isinstance(tokenizer, xlm_tokenization.XlmTokenizer):
+        tokenizer_config = {
+          "tokenizer_class": tokenizer_class,
+          "do_lowercase_and_remove_accent": tokenizer.lowercase,
+          "model_max_length": max_length,
+          # The tokenizer names the model's languages too (XLMTokenizer's lang2id / id2lang).
+          **{key: config[key] for key in ("lang2id", "id2lang") if config.get(key)},
+        }
+      else:
+        # fairseq's vocabs go with positions counted past the padding index (RoBERTa).
+        pad = config.get("pad_token_id", 1)
+        tokenizer_config = {
+          "tokenizer_class": tokenizer_class,
+          "model_max_length": max_length - pad - 1,
+        }
       (directory / "tokenizer_config.json").write_text(
         json.dumps(tokenizer_config, indent=2) + "\n"
       )

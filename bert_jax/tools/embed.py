@@ -24,6 +24,9 @@ Arrays in the .npz (N lines, L the longest example, K = len(--layers), D the hid
                    example's tokens); rows past the end are 0 (not for xlnet, transformer_xl).
   documents        with --memory_across_lines: [N] int32 document of each example.
 
+An XLM model with several languages needs --language (a ``lang2id`` name): every token gets
+that language's embedding, as transformers' ``langs`` argument gives it.
+
 xlnet and transformer_xl (`embed_recurrent.py`) can carry their memory across the lines of a
 document (--memory_across_lines); transformer_xl examples are a line's tokens alone.
 """
@@ -86,6 +89,7 @@ def _forward(
   input_ids_BL,
   token_type_ids_BL,
   input_mask_BL,
+  language_ids_BL=None,
   *,
   model: ModelConfig,
   layers: tuple,
@@ -93,11 +97,13 @@ def _forward(
 ):
   """Hidden states [B, K, L, D] of ``layers`` (and attention [B, layers, H, L, L]), float32."""
   family = families.get(model.family)
+  languages = {} if language_ids_BL is None else {"language_ids_BL": language_ids_BL}
   _, state = family.encoder(model).apply(
     {"params": params},
     input_ids_BL,
     token_type_ids_BL,
     input_mask_BL,
+    **languages,
     capture_intermediates=_layer_output_test(family.hidden_state_modules),
     mutable=["intermediates"],
     rngs={"hashing": jax.random.key(0)},
@@ -144,6 +150,7 @@ def embed_features(
   batch_size: int = 32,
   documents=None,
   mem_len: int = 0,
+  language: str = "",
 ) -> dict:
   """Runs the encoder over ``features`` in batches; returns the .npz arrays (see module doc).
 
@@ -158,7 +165,10 @@ def embed_features(
     documents: xlnet, transformer_xl: [N] document of each example, to carry the memory
       across a document's lines (`embed_recurrent`); None embeds each example alone.
     mem_len: memory positions with ``documents`` (0 = the model's ``mem_len``).
+    language: the examples' language, for a model with language embeddings (XLM's, a
+      ``lang2id`` name; `language_id_of`); "" for other models.
   """
+  language_id = language_id_of(model, language)
   if model.reversible:
     raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
   # An approximate kind keeps its own function; every other kind is run as "dense" (the same
@@ -189,6 +199,7 @@ def embed_features(
 
   input_mask = pad((np.arange(length)[None, :] < features.lengths[:, None]).astype(np.int32))
   input_ids, token_type_ids = pad(features.input_ids), pad(features.token_type_ids)
+  language_ids = None if language_id is None else np.full_like(input_ids, language_id)
   params = jax.device_put(params)
   batches = []
   for start in range(0, padded, batch_size):
@@ -200,6 +211,7 @@ def embed_features(
           input_ids[rows],
           token_type_ids[rows],
           input_mask[rows],
+          None if language_ids is None else language_ids[rows],
           model=model,
           layers=layers,
           with_attention=with_attention,
@@ -212,6 +224,36 @@ def embed_features(
   if with_attention:
     arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
   return arrays
+
+
+def language_id_of(model: ModelConfig, language: str):
+  """The id of ``language`` among the model's languages (`Family.languages`), or None for a
+  model without language embeddings.
+
+  Raises:
+    UserInputError: a language for a model without languages, an unknown one, or none for a
+      model of several.
+  """
+  family = families.get(model.family)
+  if family.languages is None:
+    if language:
+      raise UserInputError(
+        f"--language={language}: model.family={model.family!r} has no language embeddings; "
+        "leave --language out"
+      )
+    return None
+  names_ = family.languages(model)
+  if not language:
+    if len(names_) > 1:
+      raise UserInputError(
+        f"the model embeds the languages {', '.join(names_)}; pass --language=<one of them>"
+      )
+    return 0 if names_ else None
+  if language not in names_:
+    raise UserInputError(
+      f"--language={language} is not one of the model's languages ({', '.join(names_) or 'none'})"
+    )
+  return names_.index(language)
 
 
 def _arrays(features: Features, layers: tuple, pooling: str, hidden_NKLD) -> dict:
@@ -271,6 +313,13 @@ def _define_flags(flag_values: flags.FlagValues):
   flags.DEFINE_integer(
     "mem_len", 0, "Memory positions with --memory_across_lines; 0 = the run's.", **define
   )
+  flags.DEFINE_string(
+    "language",
+    "",
+    "xlm: the language of the lines (a lang2id name, e.g. en), whose embedding each token gets; "
+    "needed when the model has several.",
+    **define,
+  )
 
 
 def _tokenizer(values, run: workdir_params.Run):
@@ -328,6 +377,7 @@ def _embed(values: flags.FlagValues):
     batch_size=values["batch_size"].value,
     documents=documents,
     mem_len=values["mem_len"].value,
+    language=values["language"].value,
   )
   if documents is not None:
     arrays["documents"] = documents

@@ -8,6 +8,8 @@
       --output=/data/roberta/vocab.json --kind=bytelevel_bpe --vocab_size=50265
   python -m bert_jax.tools.train_vocab --input='/data/cc100/*.txt' \\
       --output=/data/xlmr/sentencepiece.bpe.model --kind=xlmr_sentencepiece --vocab_size=250002
+  python -m bert_jax.tools.train_vocab --input='/data/wiki/*.txt' \\
+      --output=/data/xlm/vocab.json --kind=xlm_bpe --vocab_size=30145
 
 Both kinds hold BERT's special tokens [PAD] (id 0), [UNK], [CLS], [SEP] and [MASK], so either
 file works as ``data.vocab_path`` or ``create_pretraining_data --vocab``. Training is
@@ -16,8 +18,10 @@ its fixed ``##`` ids), SentencePiece with one thread and unshuffled input.
 
 RoBERTa's and XLM-R's vocabs hold fairseq's specials instead (`data/bpe_training.py`):
 ``bytelevel_bpe`` writes vocab.json and merges.txt beside it (byte-level BPE), and
-``xlmr_sentencepiece`` a SentencePiece BPE model read with fairseq's ids; ``--vocab_size``
-counts every entry the model sees, ``<mask>`` included.
+``xlmr_sentencepiece`` a SentencePiece unigram model (as XLM-R's published one) read with
+fairseq's ids; ``--vocab_size`` counts every entry the model sees, ``<mask>`` included.
+``xlm_bpe`` writes XLM's lowercased vocab.json and merges.txt (`data/xlm_tokenization.py`:
+Moses words, ``</w>`` at each word's end, ``<special1>`` as the mask).
 """
 
 import os
@@ -30,7 +34,7 @@ from bert_jax.cli import runner
 from bert_jax.data import bpe_training, text_corpus, tokenization, wordpiece_training
 from bert_jax.errors import UserInputError
 
-KINDS = ("wordpiece", "sentencepiece", "bytelevel_bpe", "xlmr_sentencepiece")
+KINDS = ("wordpiece", "sentencepiece", "bytelevel_bpe", "xlmr_sentencepiece", "xlm_bpe")
 MODEL_TYPES = ("unigram", "bpe")
 
 
@@ -64,7 +68,7 @@ def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
     raise UserInputError(f"--model_type={model_type!r}; choose one of {MODEL_TYPES}")
   if kind in ("sentencepiece", "xlmr_sentencepiece") and not output.endswith(".model"):
     raise UserInputError(f"--output={output} must end in .model for a SentencePiece model")
-  if kind == "bytelevel_bpe" and not output.endswith(".json"):
+  if kind in ("bytelevel_bpe", "xlm_bpe") and not output.endswith(".json"):
     raise UserInputError(f"--output={output} must be a vocab.json (merges.txt goes beside it)")
   if vocab_size < 16:
     raise UserInputError(f"--vocab_size={vocab_size} is too small; BERT uses 30522")
@@ -74,6 +78,9 @@ def train(*, inputs, output, kind, vocab_size, model_type="unigram"):
     text_path = _joined_text(files, directory)
     if kind == "bytelevel_bpe":
       entries = bpe_training.train_byte_level_bpe(text_path, output, vocab_size)
+      _check_size(inputs, entries, vocab_size)
+    elif kind == "xlm_bpe":
+      entries = bpe_training.train_xlm_bpe(text_path, output, vocab_size)
       _check_size(inputs, entries, vocab_size)
     elif kind == "xlmr_sentencepiece":
       try:
@@ -130,7 +137,7 @@ def _define_flags(values: flags.FlagValues):
   flags.DEFINE_string(
     "output",
     None,
-    "vocab.txt (wordpiece), a .model (sentencepiece kinds) or vocab.json (bytelevel_bpe).",
+    "vocab.txt (wordpiece), a .model (sentencepiece kinds) or vocab.json (bytelevel_bpe, xlm_bpe).",
     **define,
   )
   for name in ("input", "output"):

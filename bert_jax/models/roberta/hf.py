@@ -4,7 +4,7 @@ The tensors are BERT's (`interop/hf_weights`) under other names: the trunk under
 instead of ``bert.`` (``RobertaModel`` / ``XLMRobertaModel`` checkpoints have no prefix and a
 pooler), the LM head ``lm_head.{dense,layer_norm,bias}`` instead of ``cls.predictions.*``, and
 no NSP head. The config keys are BERT's (`interop/hf_config`); RoBERTa adds the special ids,
-of which the position scheme needs ``pad_token_id`` = `model.PADDING_IDX`.
+of which ``pad_token_id`` is ``model.roberta.padding_idx``, the index positions count past.
 """
 
 import dataclasses
@@ -15,7 +15,8 @@ from bert_jax.models.config import ModelConfig
 from bert_jax.models.family_spec import HfInterop, table_interop
 from bert_jax.models.interop import hf_config, hf_weights, weight_table
 from bert_jax.models.interop.hf_state import HfState
-from bert_jax.models.roberta.model import PADDING_IDX, RobertaForMaskedLM
+from bert_jax.models.roberta.model import RobertaForMaskedLM
+from bert_jax.models.roberta.options import RobertaOptions
 
 _PREFIX = "roberta."
 _TRUNK_PARTS = ("embeddings.", "encoder.", "pooler.")  # RobertaModel names lack the prefix.
@@ -32,7 +33,7 @@ _HEAD_NAMES = {
 _TIED = {"lm_head.decoder.weight": _WORD_TABLE, "lm_head.decoder.bias": "lm_head.bias"}
 # Buffers (0..max_positions-1 and zeros) that some versions of transformers saved.
 _IGNORED = ("roberta.embeddings.position_ids", "roberta.embeddings.token_type_ids")
-_SPECIAL_IDS = {"bos_token_id": 0, "pad_token_id": PADDING_IDX, "eos_token_id": 2}
+_SPECIAL_IDS = {"bos_token_id": 0, "eos_token_id": 2}  # fairseq's; pad_token_id is the model's.
 
 
 def interop(family: str, model_type: str, label: str, stem: str) -> HfInterop:
@@ -59,24 +60,28 @@ def interop(family: str, model_type: str, label: str, stem: str) -> HfInterop:
 def model_config(values, source: str, family: str) -> ModelConfig:
   """The bert_jax model of a ``RobertaConfig`` / ``XLMRobertaConfig`` ``config.json``.
 
+  ``pad_token_id`` (default 1, as ``RobertaConfig``'s) becomes ``model.roberta.padding_idx``.
+
   Raises:
-    UserInputError: another pad id (positions count from it), or whatever BERT's config
-      reader refuses (activation, position scheme, decoder, sizes).
+    UserInputError: a pad id that is not an index below ``max_position_embeddings``, or
+      whatever BERT's config reader refuses (activation, position scheme, decoder, sizes).
   """
-  pad = values.get("pad_token_id", PADDING_IDX)
-  if pad != PADDING_IDX:
-    raise UserInputError(
-      f"{source} has pad_token_id={pad!r}; bert_jax's RoBERTa counts positions past padding "
-      f"index {PADDING_IDX} (fairseq's), so this model's positions would shift"
-    )
+  pad = values.get("pad_token_id", RobertaOptions.padding_idx)
   config = hf_config.model_config_from_bert_config(dict(values, model_type="bert"), source)
-  return dataclasses.replace(config, family=family)
+  if not isinstance(pad, int) or not 0 <= pad < config.max_position_embeddings - 1:
+    raise UserInputError(
+      f"{source} has pad_token_id={pad!r}; RoBERTa counts positions past that index, so it "
+      f"must be an int in [0, max_position_embeddings - 1 = {config.max_position_embeddings - 1})"
+    )
+  return dataclasses.replace(config, family=family, roberta=RobertaOptions(padding_idx=pad))
 
 
 def config_json(config: ModelConfig, architecture: str, model_type: str) -> dict:
   """A Hugging Face ``config.json`` object (``RobertaConfig`` / ``XLMRobertaConfig`` keys)."""
   values = hf_config.bert_config_from_model_config(config, architecture)
-  return dict(values, model_type=model_type, **_SPECIAL_IDS)
+  return dict(
+    values, model_type=model_type, pad_token_id=config.roberta.padding_idx, **_SPECIAL_IDS
+  )
 
 
 def rows(config: ModelConfig):

@@ -15,4 +15,5 @@ FAMILY = Family(
   pretraining_objective=CROSS_LINGUAL_LM,
   sentence_head=False,
   hf=module_interop("XLM", hf),
+  languages=lambda config: config.xlm.languages,
 )

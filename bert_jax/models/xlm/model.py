@@ -115,7 +115,8 @@ class XlmEncoder(nn.Module):
         token types; its segments are languages).
       input_mask_BL: int; 0 marks padding (positive values are document ids, as for BERT).
       position_ids_BL: int positions; None = 0..L-1 (TLM passes them restarted).
-      language_ids_BL: int language ids (``model.xlm.languages`` order); None = language 0.
+      language_ids_BL: int language ids (``model.xlm.languages`` order); None =
+        ``model.xlm.language`` everywhere (fine-tuning tasks pass none).
 
     Returns:
       (sequence_output [B, L, D] with padded rows zero, first token's state [B, D]).
@@ -126,7 +127,7 @@ class XlmEncoder(nn.Module):
     if position_ids_BL is None:
       position_ids_BL = absolute_BL
     if language_ids_BL is None:
-      language_ids_BL = jnp.zeros_like(input_ids_BL)
+      language_ids_BL = jnp.full_like(input_ids_BL, self.config.xlm.default_language_id)
     real_BL1 = (input_mask_BL > 0)[:, :, None]
     embeddings = XlmEmbeddings(self.config, self.deterministic, name="embeddings")
     x_BLD = embeddings(input_ids_BL, position_ids_BL, language_ids_BL)

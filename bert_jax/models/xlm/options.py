@@ -18,6 +18,11 @@ class XlmOptions:
   use_lang_emb: bool = option(
     True, help="xlm: add a language embedding to each token (needs two or more languages)."
   )
+  language: str = option(
+    "",
+    help="xlm: the language (one of languages) whose embedding every token gets where no "
+    "language ids are passed, as in fine-tuning; '' = the first.",
+  )
   sinusoidal_embeddings: bool = option(
     False, help="xlm: fixed sinusoidal position table (not trained) instead of a learned one."
   )
@@ -34,6 +39,11 @@ class XlmOptions:
         f"model.xlm.languages={self.languages!r} must be distinct non-empty names, e.g. "
         "('en', 'fr')"
       )
+    if self.language and self.language not in self.languages:
+      raise UserInputError(
+        f"model.xlm.language={self.language!r} is not one of model.xlm.languages="
+        f"{self.languages}; pick one of them or leave it empty"
+      )
 
   @property
   def n_langs(self) -> int:
@@ -44,6 +54,11 @@ class XlmOptions:
   def has_language_embeddings(self) -> bool:
     """Whether the model holds a language table (transformers: n_langs > 1 and use_lang_emb)."""
     return self.use_lang_emb and self.n_langs > 1
+
+  @property
+  def default_language_id(self) -> int:
+    """The id of ``language`` (0 when it is empty)."""
+    return self.language_id(self.language) if self.language else 0
 
   def language_id(self, name: str) -> int:
     """The id of language ``name``.
