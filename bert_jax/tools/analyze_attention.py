@@ -73,6 +73,12 @@ def _define_flags(flag_values: flags.FlagValues):
     f"{_DEFAULT_HEATMAP_RELATIONS} most frequent relations.",
     **define,
   )
+  flags.DEFINE_integer(
+    "min_count",
+    1,
+    "Relations with fewer dependencies get no picture (the tables keep every relation).",
+    **define,
+  )
   flags.DEFINE_boolean("progress", True, "Show a progress bar over the sentences.", **define)
 
 
@@ -85,6 +91,7 @@ class _Request:
   output_dir: epath.Path
   batch_size: int
   max_sentences: int
+  min_count: int
   heatmap_sentences: tuple  # 0-based.
   heatmap_heads: tuple  # 0-based (layer, head).
 
@@ -118,6 +125,7 @@ def _request(values: flags.FlagValues) -> _Request:
     output_dir=epath.Path(values["output_dir"].value),
     batch_size=values["batch_size"].value,
     max_sentences=values["max_sentences"].value,
+    min_count=values["min_count"].value,
     heatmap_sentences=_positive_list(values["heatmap_sentences"].value, "heatmap_sentences", 1),
     heatmap_heads=_positive_list(values["heatmap_heads"].value, "heatmap_heads", 2),
   )
@@ -141,7 +149,9 @@ def _check_choices(request: _Request, sentences, model):
 def _punctuation(example) -> np.ndarray:
   """[T] bool: the tokens of the example's punctuation words."""
   sentence = example.sentence
-  words = np.array([head_stats.is_punctuation(*pair) for pair in zip(sentence.words, sentence.upos)])
+  words = np.array(
+    [head_stats.is_punctuation(*pair) for pair in zip(sentence.words, sentence.upos)]
+  )
   return (example.words_of_tokens >= 0) & words[example.words_of_tokens]
 
 
@@ -152,13 +162,17 @@ def _heatmap_heads(request: _Request, results: dict) -> tuple:
   return tuple(dict.fromkeys((row["layer"], row["head"]) for row in best))
 
 
-def _write_pictures(output_dir, results, statistics, drawn, heads):
+def _write_pictures(output_dir, results, statistics, drawn, heads, min_count: int):
   for directory in ("relations", "statistics", "heatmaps"):
     (output_dir / directory).mkdir(parents=True, exist_ok=True)
   for relation, result in results.items():
+    if result.count < min_count:
+      continue
     panels = [
-      (f"{d}: baseline {result.baseline[d].accuracy:.1%} at offset {result.baseline[d].offset:+d}",
-       result.accuracy[d])
+      (
+        f"{d}: baseline {result.baseline[d].accuracy:.1%} at offset {result.baseline[d].offset:+d}",
+        result.accuracy[d],
+      )
       for d in relations.DIRECTIONS
     ]
     plots.grids(
@@ -185,6 +199,7 @@ def _write_pictures(output_dir, results, statistics, drawn, heads):
 
 def _analyze(values: flags.FlagValues):
   request = _request(values)
+  sentences = conllu.read(request.conllu)[: request.max_sentences or None]
   run = workdir_params.read_run(request.checkpoint, flag="--checkpoint")
   model = run.model
   if families.get(model.family).has_memory:
@@ -193,7 +208,6 @@ def _analyze(values: flags.FlagValues):
       "softmax attention matrix to analyse; pass a workdir of a family with softmax attention"
     )
   tokenizer = embed.run_tokenizer(values, run)
-  sentences = conllu.read(request.conllu)[: request.max_sentences or None]
   _check_choices(request, sentences, model)
   examples, skipped = attention_maps.examples(sentences, tokenizer, model.max_position_embeddings)
   if not examples:
@@ -207,9 +221,7 @@ def _analyze(values: flags.FlagValues):
   drawn = {}
   params = weight_table.unscanned(run.params, model)["bert"]
   separator_id = tokenizer.special_ids.sep
-  with tqdm(
-    total=len(examples), unit="sentence", disable=not values["progress"].value
-  ) as progress:
+  with tqdm(total=len(examples), unit="sentence", disable=not values["progress"].value) as progress:
     for example, attention_NHTT in attention_maps.attention(
       examples, params, model, request.batch_size
     ):
@@ -241,7 +253,9 @@ def _analyze(values: flags.FlagValues):
   report.write_csv(output_dir / "heads.csv", results, means)
   text = report.summary(results, about)
   (output_dir / "summary.txt").write_text(text)
-  _write_pictures(output_dir, results, means, drawn, _heatmap_heads(request, results))
+  _write_pictures(
+    output_dir, results, means, drawn, _heatmap_heads(request, results), request.min_count
+  )
   print(text, end="")
   if skipped.too_long:
     first = ", ".join(str(i + 1) for i in skipped.too_long[:5])
@@ -251,8 +265,9 @@ def _analyze(values: flags.FlagValues):
       f"{', ...' if len(skipped.too_long) > 5 else ''})",
       file=sys.stderr,
     )
-  print(f"wrote {output_dir}: analysis.json, heads.csv, summary.txt, relations/, statistics/, "
-        "heatmaps/")
+  print(
+    f"wrote {output_dir}: analysis.json, heads.csv, summary.txt, relations/, statistics/, heatmaps/"
+  )
 
 
 def main(argv=None) -> int:

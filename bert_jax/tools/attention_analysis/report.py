@@ -5,6 +5,7 @@ layer 8, head 10).
 """
 
 import csv
+import io
 import json
 
 import numpy as np
@@ -90,13 +91,14 @@ def write_csv(path, results: dict, statistics: dict):
     *(results[r].accuracy[d] for r in results for d in relations_lib.DIRECTIONS),
   ]
   num_layers, num_heads = next(iter(statistics.values())).shape
-  with path.open("w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(["layer", "head", *columns])
-    for layer in range(num_layers):
-      for head in range(num_heads):
-        values = (f"{grid[layer, head]:.6f}" for grid in grids)
-        writer.writerow([layer + 1, head + 1, *values])
+  text = io.StringIO()  # epath's files take no newline=, which csv needs.
+  writer = csv.writer(text, lineterminator="\n")
+  writer.writerow(["layer", "head", *columns])
+  for layer in range(num_layers):
+    for head in range(num_heads):
+      values = (f"{grid[layer, head]:.6f}" for grid in grids)
+      writer.writerow([layer + 1, head + 1, *values])
+  path.write_text(text.getvalue())
 
 
 def summary(results: dict, about: dict) -> str:

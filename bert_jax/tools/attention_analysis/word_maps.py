@@ -25,7 +25,9 @@ def token_ids(sentences, tokenizer):
     tokenizer drops, such as a lone control character).
   """
   texts = [
-    word if i == 0 else " " + word for sentence in sentences for i, word in enumerate(sentence.words)
+    word if i == 0 else " " + word
+    for sentence in sentences
+    for i, word in enumerate(sentence.words)
   ]
   ids = iter(tokenizer.encode_batch(texts))
   return [[next(ids) for _ in sentence.words] for sentence in sentences]
