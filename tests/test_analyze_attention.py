@@ -174,9 +174,13 @@ def test_tables_summary_and_pictures(analysed):
   assert "det:dep2head" in rows[0] and "nmod:poss:head2dep" in rows[0]
   summary = (out / "summary.txt").read_text()
   assert summary.startswith("10 of 12 sentences analysed (2 longer than the model's 11")
-  for best in record["best_heads"]:
+  shown = [line.split()[0] for line in summary.splitlines()[3:-1]]
+  assert shown == ["det", "punct", "nsubj", "obj", "case"]  # Those of --min_count=5.
+  assert summary.splitlines()[-1].endswith("with fewer than 5 dependencies not shown)")
+  for best in record["best_heads"][:5]:
     line = next(x for x in summary.splitlines() if x.startswith(best["relation"] + " "))
     assert f"{best['layer']}-{best['head']}" in line and f"{best['accuracy']:.1%}" in line
+    assert f"{best['baseline_accuracy']:.1%}" in line
   drawn = sorted(r for r, v in record["relations"].items() if v["count"] >= 5)
   assert drawn == ["case", "det", "nsubj", "obj", "punct"]
   assert sorted(p.stem for p in (out / "relations").iterdir()) == drawn

@@ -17,8 +17,10 @@ Writes into --output_dir (layers and heads numbered from 1):
   analysis.json      everything: per relation and direction a [layers][heads] accuracy grid
                      and the baseline, the general statistics' grids, the best heads.
   heads.csv          one row per layer and head: statistics, then relation accuracies.
-  summary.txt        the best head per relation beside the baseline (also printed).
-  relations/<relation>.png     layers x heads accuracy grids, both directions.
+  summary.txt        the best head per relation beside the baseline (also printed),
+                     for the relations with at least --min_count dependencies.
+  relations/<relation>.png     layers x heads accuracy grids, both directions (the same
+                     relations).
   statistics/<statistic>.png   layers x heads grid of each general statistic.
   heatmaps/sentence<S>_head<L>-<H>.png   word-by-word attention of the chosen sentences
                      (--heatmap_sentences) and heads (--heatmap_heads).
@@ -76,7 +78,8 @@ def _define_flags(flag_values: flags.FlagValues):
   flags.DEFINE_integer(
     "min_count",
     1,
-    "Relations with fewer dependencies get no picture (the tables keep every relation).",
+    "Relations with fewer dependencies get no picture and no summary line (analysis.json and "
+    "heads.csv keep every relation).",
     **define,
   )
   flags.DEFINE_boolean("progress", True, "Show a progress bar over the sentences.", **define)
@@ -251,7 +254,7 @@ def _analyze(values: flags.FlagValues):
   output_dir.mkdir(parents=True, exist_ok=True)
   report.write_json(output_dir / "analysis.json", report.as_json(results, means, about))
   report.write_csv(output_dir / "heads.csv", results, means)
-  text = report.summary(results, about)
+  text = report.summary(results, about, request.min_count)
   (output_dir / "summary.txt").write_text(text)
   _write_pictures(
     output_dir, results, means, drawn, _heatmap_heads(request, results), request.min_count

@@ -101,9 +101,16 @@ def write_csv(path, results: dict, statistics: dict):
   path.write_text(text.getvalue())
 
 
-def summary(results: dict, about: dict) -> str:
-  """The best head per relation beside the fixed-offset baseline, as a text table."""
+def summary(results: dict, about: dict, min_count: int = 1) -> str:
+  """The best head per relation beside the fixed-offset baseline, as a text table.
+
+  Args:
+    results: relation -> `relations.RelationResult`.
+    about: the model and sentence counts of `as_json`'s record.
+    min_count: relations with fewer dependencies are left out (their number is said).
+  """
   sentences = about["sentences"]
+  rare = sum(result.count < min_count for result in results.values())
   lines = [
     f"{sentences['analyzed']} of {sentences['read']} sentences analysed "
     f"({sentences['too_long']} longer than the model's {about['model']['max_positions']} "
@@ -113,9 +120,13 @@ def summary(results: dict, about: dict) -> str:
     f"{'baseline':>8}  {'offset':>6}",
   ]
   for row in best_heads(results):
+    if row["count"] < min_count:
+      continue
     lines.append(
       f"{row['relation']:<14} {row['count']:>6}  {head_name(row['layer'], row['head']):>6}  "
       f"{row['direction']:<9} {row['accuracy']:>8.1%}  {row['baseline_accuracy']:>8.1%}  "
       f"{row['baseline_offset']:>+6d}"
     )
+  if rare:
+    lines.append(f"({rare} relations with fewer than {min_count} dependencies not shown)")
   return "\n".join(lines) + "\n"
