@@ -29,6 +29,7 @@ Sentences longer than the model's positions are skipped and counted (one line sa
 """
 
 import dataclasses
+import importlib.util
 import sys
 
 import numpy as np
@@ -44,7 +45,6 @@ from bert_jax.tools.attention_analysis import (
   attention_maps,
   conllu,
   head_stats,
-  plots,
   relations,
   report,
   word_maps,
@@ -166,6 +166,9 @@ def _heatmap_heads(request: _Request, results: dict) -> tuple:
 
 
 def _write_pictures(output_dir, results, statistics, drawn, heads, min_count: int):
+  # Imported here: matplotlib is an extra, and `_analyze` says so before the model runs.
+  from bert_jax.tools.attention_analysis import plots  # pylint: disable=g-import-not-at-top
+
   for directory in ("relations", "statistics", "heatmaps"):
     (output_dir / directory).mkdir(parents=True, exist_ok=True)
   for relation, result in results.items():
@@ -202,6 +205,11 @@ def _write_pictures(output_dir, results, statistics, drawn, heads, min_count: in
 
 def _analyze(values: flags.FlagValues):
   request = _request(values)
+  if importlib.util.find_spec("matplotlib") is None:
+    raise UserInputError(
+      "analyze-attention draws its pictures with matplotlib; install the analysis extra: "
+      "pip install 'bert_jax[analysis]'"
+    )
   sentences = conllu.read(request.conllu)[: request.max_sentences or None]
   run = workdir_params.read_run(request.checkpoint, flag="--checkpoint")
   model = run.model
