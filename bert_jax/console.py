@@ -25,6 +25,10 @@ COMMANDS = {
   "embed": ("bert_jax.tools.embed", "contextual embeddings of lines of text, saved as .npz"),
   "export-task": ("bert_jax.tools.export_task", "one task of a multi-task run as its own workdir"),
   "compile": ("bert_jax.tools.aot_compile", "compile the train step for a TPU / GPU topology"),
+  "analyze-attention": (
+    "bert_jax.tools.analyze_attention",
+    "which heads track which syntactic relations, from a CoNLL-U file, with pictures",
+  ),
   "synthetic-pairs": (
     "bert_jax.tools.synthetic_pairs",
     "write the synthetic parallel corpus of configs/xlm_tlm_tiny.py",

@@ -24,6 +24,7 @@ from bert_jax.bench import (
 from bert_jax.cli import runner
 from bert_jax.data import default_corpus
 from bert_jax.tools import (
+  analyze_attention,
   aot_compile,
   build_default_corpus,
   config_keys,
@@ -205,6 +206,7 @@ CASES = [
   ("convert_no_direction", _with_name(convert.main), lambda p: [f"--input={p['run']}", f"--output={p['root']}/hf2"], "--from"),
   ("embed_checkpoint_missing", _with_name(embed.main), lambda p: [f"--checkpoint={p['missing']}", f"--input={p['text']}", f"--output={p['root']}/e.npz"], "--checkpoint"),
   ("embed_binary_input", _with_name(embed.main), lambda p: [f"--checkpoint={p['run']}", f"--input={p['binary']}", f"--output={p['root']}/e2.npz"], "UTF-8"),
+  ("analyze_attention_not_conllu", _with_name(analyze_attention.main), lambda p: [f"--checkpoint={p['run']}", f"--conllu={p['text']}", f"--output_dir={p['root']}/a"], "and so no HEAD / DEPREL"),
   # Benchmarks.
   ("benchmark_attention_kind", ABSL, lambda p: [TINY, "--config.model.attention_kind=sparse"], "attention_kind"),
   ("benchmark_layer_norm_kind", ABSL, lambda p: [TINY, "--config.model.layer_norm_kind=pallas"], "model.layer_norm_kind='pallas' is unknown; choose one of auto, xla, triton"),

@@ -322,7 +322,13 @@ def _define_flags(flag_values: flags.FlagValues):
   )
 
 
-def _tokenizer(values, run: workdir_params.Run):
+def run_tokenizer(values, run: workdir_params.Run):
+  """The run's tokenizer, or the one --vocab / --lowercase (flags named so) ask for.
+
+  Args:
+    values: parsed flags with ``checkpoint``, ``vocab`` and ``lowercase``.
+    run: the workdir's `workdir_params.Run`.
+  """
   vocab_path, lowercase = workdir_params.run_vocab(run)
   vocab_path = values["vocab"].value or vocab_path
   if vocab_path is None:
@@ -358,7 +364,7 @@ def _embed(values: flags.FlagValues):
       f"--max_seq_length={max_seq_length} must be in [3, "
       f"{max_positions}] (the model's max_position_embeddings)"
     )
-  tokenizer = _tokenizer(values, run)
+  tokenizer = run_tokenizer(values, run)
   features, documents = embed_examples.examples(
     lines,
     tokenizer,
