@@ -37,10 +37,10 @@ from absl import flags
 from etils import epath
 from tqdm import tqdm
 
+from bert_jax.cli import runner
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.interop import weight_table
-from bert_jax.cli import runner
 from bert_jax.tools import embed, workdir_params
 from bert_jax.tools.attention_analysis import (
   attention_maps,
