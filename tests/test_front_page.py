@@ -115,7 +115,9 @@ def test_no_words_of_the_development_process_in_the_product():
   for name in tracked.stdout.split():
     path = REPO / name
     if path.suffix in (".py", ".md", ".sh", ".yaml", ".yml", ".cfg") and path.is_file():
-      for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+      for number, line in enumerate(
+        path.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+      ):
         if _PROCESS_WORDS.search(line):
           hits.append(f"{name}:{number}: {line.strip()[:120]}")
   assert not hits, "\n".join(hits)
