@@ -34,7 +34,7 @@ def option(
 
   Args:
     default: the key's default value.
-    help: what the key means (one line; `bert-jax keys` and docs/configs.md show it).
+    help: what the key means (one line; `bert-jax config-keys` and docs/configs.md show it).
     default_factory: for defaults that are themselves dataclasses (a nested section).
     config_type: the ConfigDict field type, for keys whose default is None or whose values
       may be of several types (then ``object``).

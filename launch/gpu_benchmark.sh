@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times bert_jax's pretraining step against Hugging Face's PyTorch BertForPreTraining on this
 # machine's GPU, in one go: BERT-base (batch 256 x 128) eager and with torch.compile, then
-# BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (issue 20's table).
+# BERT-large (batch 128 x 128) eager; bf16, dropout 0.1, AdamW, seq 128 (the H200 table of docs/benchmarks.md).
 # The runs attention and attention512 (not run unless named) time BERT-base with the dense
 # attention kernel against the flash one side by side (bench/benchmark_variants), at 256 x 128
 # and at 64 x 512, attention dropout 0.1 in both; gemms times BERT-base as the GPU step compiles
@@ -10,7 +10,7 @@
 # against unrolled ones, which one GPU has the memory for; fusions times BERT-base as compiled
 # against three other ways of running its layer norms and other reductions (cuDNN's layer-norm
 # kernels; XLA's Triton block-level fusions; bert_jax's own Triton layer-norm kernels,
-# model.layer_norm_kind=triton), for the 5 ms that layer norm took in stop 30's profile; a
+# model.layer_norm_kind=triton), for the 5 ms that layer norm took of the H200 step's profile; a
 # variant XLA refuses is left out with a line in the log. Every line has each step
 # waited for (median_step_s) and steps kept in flight as the trainer runs them
 # (in_flight_step_s).

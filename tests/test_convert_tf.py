@@ -112,7 +112,7 @@ def test_tf_checkpoint_converts_to_the_same_params_as_hugging_face(tmp_path, cap
     run.model.max_position_embeddings,
   )
   assert model_fields == (101, 32, 2, 4, 48, 20)
-  # Stored relative to the workdir (issue 14: workdirs can move), read back as its vocab.txt.
+  # Stored relative to the workdir (workdirs can move), read back as its vocab.txt.
   assert workdir_params.run_vocab(run)[0] == str(tmp_path / "workdir" / "vocab.txt")
   expected = bert_hf.params_from_hf(state, run.model)
   flat_ours, flat_expected = weight_table.flatten(run.params), weight_table.flatten(expected)

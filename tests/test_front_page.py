@@ -97,7 +97,7 @@ def test_results_rows_carry_hardware_date_and_command():
 def test_the_configs_page_is_generated_from_the_declared_keys():
   page = (REPO / "docs" / "configs.md").read_text(encoding="utf-8")
   assert page == config_keys.markdown_page(str(REPO / "configs")), (
-    "docs/configs.md is stale: run `bert-jax keys --format=markdown > docs/configs.md`"
+    "docs/configs.md is stale: run `bert-jax config-keys --format=markdown > docs/configs.md`"
   )
 
 

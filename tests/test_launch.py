@@ -446,7 +446,7 @@ def test_local_dry_run():
   ] + ["wait"]
 
 
-def test_gpu_benchmark_dry_run_is_the_table_of_issue_20():
+def test_gpu_benchmark_dry_run_is_the_gpu_table():
   common = "--config.model.dtype=bfloat16 --steps=20 --rounds=4 --baseline=hf_torch"
   tool = "python3 -m bert_jax.bench.benchmark"
   base = f"{tool} --config=configs/bert_base.py --config.global_batch_size=256 {common}"

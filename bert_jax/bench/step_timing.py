@@ -3,9 +3,9 @@
 A `Runner` starts one update and returns a handle to wait on. Two timings come of it:
 
 - **waited**: from a step's dispatch to its completion, the device idle until the next one is
-  dispatched (issue 20's table was measured this way). It includes the host's dispatch: on an
+  dispatched (the H200 table in docs/benchmarks.md was measured this way). It includes the host's dispatch: on an
   H200, about 5.4 ms of a BERT-base step's 52.8 ms went to jax preparing the call and launching
-  its CUDA graph while the GPU waited (stop 30's trace).
+  its CUDA graph while the GPU waited (a trace of 2026-11-28).
 - **in flight**: the trainer's way. `train/loop.py` dispatches step N + 1 before it reads step
   N's metrics, so the host prepares the next step while the device runs this one. The time is
   the interval between successive steps' completions with the next step already queued.

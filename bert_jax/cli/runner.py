@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from absl import flags
 
+from bert_jax import environment
 from bert_jax.cli import error_lines
 
 
@@ -24,6 +25,8 @@ def guard(body: Callable[[], object]) -> int:
     0 on success, else the status `error_lines.describe` gives (3 for a non-finite loss).
     Other exceptions (bugs) propagate with their traceback.
   """
+  # Before jax initialises: a host without a TPU or GPU does not probe for them.
+  environment.limit_jax_to_present_platforms()
   try:
     body()
   except Exception as error:  # pylint: disable=broad-except

@@ -7,7 +7,7 @@ dropout-scale multiplies, a pass over [B, L, 768] each, 0.75 ms of the step), an
 in a cuBLAS epilogue. On an H200 (JAX 0.11.2, BERT-base, bf16, batch 256 × 128, dense
 attention) the step's device time fell from 55.0 to 53.6 ms with them off: 40 bias adds
 became cuBLAS epilogues, the 24 multiplies went, and the GEMMs took 26.4 instead of 28.4 ms
-(`bench/benchmark_variants --variant=cublas:xla.xla_gpu_enable_triton_gemm=false`, stop 30).
+(`bench/benchmark_variants --variant=cublas:xla.xla_gpu_enable_triton_gemm=false`, 2026-11-28).
 
 CPU and TPU: XLA's defaults.
 """

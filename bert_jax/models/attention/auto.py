@@ -4,7 +4,7 @@ On GPU the Triton flash kernels (attention dropout inside them) run wherever the
 length: on an H200 (JAX 0.11.2), one BERT-base layer's attention forward + backward with dropout
 0.1 took 0.78 ms with them against 1.29 ms dense at batch 256 × seq 128, and 1.95 against 2.87 ms
 at 64 × 512; the whole BERT-base train step at 256 × 128 took 52.8 against 60.0 ms
-(`bench/benchmark_variants`, stop 30).
+(`bench/benchmark_variants`, 2026-11-28).
 
 On TPU the Pallas kernels win where the [B, H, L, L] probabilities are large: splash when there
 is no attention dropout (it has none), flash with BERT's attention dropout from length 512 on.
