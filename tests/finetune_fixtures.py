@@ -6,6 +6,7 @@ in-process configs) so their model restores from it.
 """
 
 import csv
+import importlib.util
 import pathlib
 
 import numpy as np
@@ -21,6 +22,7 @@ PRETRAINED_MODEL = {
   "model.vocab_size": 8192,
   "model.max_position_embeddings": 128,
 }
+_GLUE_CONFIG = pathlib.Path(__file__).resolve().parents[1] / "configs" / "finetune" / "glue.py"
 
 
 def model_overrides():
@@ -46,6 +48,27 @@ def short_run(init_from, train_path, eval_path, steps):
     "data.train_path": train_path,
     "data.eval_path": eval_path,
   }
+
+
+def glue_config(task, overrides=None):
+  """configs/finetune/glue.py's config for ``task`` ("mrpc"), with dotted-key ``overrides`` set."""
+  spec = importlib.util.spec_from_file_location("glue_config", _GLUE_CONFIG)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return set_keys(module.get_config(task), overrides or {})
+
+
+def short_mrpc_config(init_from, directory, *, num_train, num_eval, steps, max_seq_length=64):
+  """glue.py:mrpc fine-tuning ``init_from`` for ``steps`` steps of 8 rows on MRPC-format files
+  (``num_train`` / ``num_eval`` pairs) written in ``directory``."""
+  train, dev = write_mrpc_files(directory, num_train=num_train, num_eval=num_eval)
+  overrides = {
+    **short_run(init_from, train, dev, steps),
+    "global_batch_size": 8,
+    "peak_flops_per_device": 1e12,
+    "data.max_seq_length": max_seq_length,
+  }
+  return glue_config("mrpc", overrides)
 
 
 def set_keys(config, overrides):

@@ -6,7 +6,6 @@ masked LM alone (the loss equals torch's cross-entropy of the same logits), ``em
 a fine-tuning run starts from it, and the export back is bit-identical.
 """
 
-import importlib.util
 import json
 import pathlib
 
@@ -182,21 +181,10 @@ def test_embed_reads_the_generator(converted, tmp_path):
 
 def test_fine_tuning_starts_from_the_generator(converted, tmp_path):
   _, _, workdir = converted["a"]
-  train, dev = finetune_fixtures.write_mrpc_files(tmp_path, num_train=16, num_eval=8)
-  spec = importlib.util.spec_from_file_location(
-    "glue_config", run_helpers.REPO / "configs" / "finetune" / "glue.py"
+  config = finetune_fixtures.short_mrpc_config(
+    workdir, tmp_path, num_train=16, num_eval=8, steps=2, max_seq_length=32
   )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  overrides = {
-    **finetune_fixtures.short_run(workdir, train, dev, steps=2),
-    "global_batch_size": 8,
-    "data.max_seq_length": 32,
-    "peak_flops_per_device": 1e12,
-  }
-  metrics = train_and_evaluate(
-    finetune_fixtures.set_keys(module.get_config("mrpc"), overrides), str(tmp_path / "run")
-  )
+  metrics = train_and_evaluate(config, str(tmp_path / "run"))
   assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["loss"] > 0, metrics
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   assert model["family"] == "electra" and model["electra"]["lone_generator"]

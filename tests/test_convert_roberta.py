@@ -3,7 +3,6 @@ padding), round trips are bitwise, the vocab travels, and embed / GLUE fine-tuni
 converted model with no model flags."""
 
 import dataclasses
-import importlib.util
 import json
 
 import jax
@@ -330,19 +329,9 @@ def test_embed_reads_a_converted_roberta(converted, tmp_path):
 
 def test_glue_fine_tuning_from_a_converted_roberta_takes_its_model(converted, tmp_path):
   _, _, workdir = converted["roberta_mlm"]
-  spec = importlib.util.spec_from_file_location(
-    "glue_config", run_helpers.REPO / "configs" / "finetune" / "glue.py"
+  config = finetune_fixtures.short_mrpc_config(
+    workdir, tmp_path, num_train=32, num_eval=16, steps=4
   )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  train, dev = finetune_fixtures.write_mrpc_files(tmp_path, num_train=32, num_eval=16)
-  values = dict(
-    finetune_fixtures.short_run(workdir, train, dev, steps=4),
-    global_batch_size=8,
-    peak_flops_per_device=1e12,
-    **{"data.max_seq_length": 64},
-  )
-  config = finetune_fixtures.set_keys(module.get_config("mrpc"), values)
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
   assert 0.0 <= metrics["accuracy"] <= 1.0 and np.isfinite(metrics["loss"]), metrics
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]

@@ -2,7 +2,6 @@
 win and are checked against the checkpoint; a refused run leaves its workdir byte-identical."""
 
 import hashlib
-import importlib.util
 import json
 import pathlib
 
@@ -16,15 +15,6 @@ from tests import finetune_fixtures, hf_reference, run_helpers
 # A converted 3-layer, 192-wide encoder with 3 heads: every size far from the BERT-base
 # defaults of the fine-tuning configs, and small enough to convert and fine-tune in seconds.
 _SHAPE = dict(num_layers=3, hidden_size=192, num_heads=3, intermediate_size=768, vocab_size=8192)
-
-
-def _glue_config(arg, overrides):
-  spec = importlib.util.spec_from_file_location(
-    "glue_config", run_helpers.REPO / "configs" / "finetune" / "glue.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return finetune_fixtures.set_keys(module.get_config(arg), overrides)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +77,9 @@ def finetuned(converted, data_flags, tmp_path_factory):
   """glue.py:mrpc with only init_from, the data keys and the run length."""
   workdir = tmp_path_factory.mktemp("finetuned") / "run"
   metrics = train_and_evaluate(
-    _glue_config("mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}),
+    finetune_fixtures.glue_config(
+      "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
+    ),
     str(workdir),
   )
   return workdir, metrics
@@ -133,7 +125,9 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
     ({"init_from": str(tmp_path)}, "holds no checkpoint"),
   ]
   for overrides, expected in cases:
-    config = _glue_config("mrpc", {"init_from": str(converted), **data_flags, **_run_keys()})
+    config = finetune_fixtures.glue_config(
+      "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
+    )
     with pytest.raises((UserInputError, FileNotFoundError), match=expected):
       train_and_evaluate(finetune_fixtures.set_keys(config, overrides), str(fresh))
     assert not fresh.exists(), overrides
@@ -142,7 +136,9 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
     ({"model.num_heads": 12}, "holds a run with model.num_heads=3 but the config says 12"),
     ({"data.train_path": str(bad_tsv)}, "has 2 columns"),
   ):
-    config = _glue_config("mrpc", {"init_from": str(converted), **data_flags, **_run_keys()})
+    config = finetune_fixtures.glue_config(
+      "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
+    )
     with pytest.raises(UserInputError, match=expected):
       train_and_evaluate(finetune_fixtures.set_keys(config, overrides), str(workdir))
   assert _tree_digest(workdir) == before

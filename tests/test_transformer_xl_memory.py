@@ -2,29 +2,22 @@
 that resets at document boundaries. The held-out-loss-vs-memory measurement is
 `bert_jax.bench.memory_length` (too slow for the suite)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bert_jax.bench import memory_length
 from bert_jax.data.segment_stream import SegmentStream
 from bert_jax.data.tokenized_corpus import TokenizedDocuments
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig
 from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.models.xlnet.model import XLNetLMHeadModel
 
-LM = ModelConfig(
-  family="xlnet",
-  causal=True,
-  vocab_size=256,
-  hidden_size=64,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=128,
-  hidden_dropout_rate=0.0,
-  attention_dropout_rate=0.0,
-)
+# The memory-length experiment's byte LM, as an XLNet.
+LM = dataclasses.replace(memory_length.BYTE_LM, family="xlnet")
 
 
 def test_rows_get_consecutive_segments_per_host_and_resume_anywhere():

@@ -2,7 +2,6 @@
 XLMWithLMHeadModel saved with its tokenizer converts both ways and embeds as transformers does."""
 
 import dataclasses
-import importlib.util
 import json
 
 import numpy as np
@@ -14,7 +13,7 @@ from bert_jax.models.xlm.model import XlmEncoder
 from bert_jax.models.xlm.options import XlmOptions
 from bert_jax.tools import convert, embed, train_vocab, workdir_params
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, hf_reference, run_helpers
+from tests import finetune_fixtures, hf_reference
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -209,19 +208,7 @@ def test_glue_fine_tuning_from_a_converted_xlm_takes_its_tokenizer_and_language(
   converted, tmp_path
 ):
   _, _, workdir = converted
-  spec = importlib.util.spec_from_file_location(
-    "glue_config", run_helpers.REPO / "configs" / "finetune" / "glue.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  train, dev = finetune_fixtures.write_mrpc_files(tmp_path, num_train=16, num_eval=8)
-  values = dict(
-    finetune_fixtures.short_run(workdir, train, dev, steps=2),
-    global_batch_size=8,
-    peak_flops_per_device=1e12,
-    **{"data.max_seq_length": 64},
-  )
-  config = finetune_fixtures.set_keys(module.get_config("mrpc"), values)
+  config = finetune_fixtures.short_mrpc_config(workdir, tmp_path, num_train=16, num_eval=8, steps=2)
   config.model.xlm = {"language": "fr"}
   metrics = train_and_evaluate(config, str(tmp_path / "run"))
   assert np.isfinite(metrics["loss"]), metrics
