@@ -71,32 +71,22 @@ def _hf_flax_runner(settings, training, host_batch):
   return step_timing.Runner(dispatch, jax.block_until_ready)
 
 
-def main(argv):
-  del argv
-  environment.quiet_tensorflow()
+def _check_baseline_flags():
+  """Refuses --torch_compile without its baseline; readies jax to share a GPU with PyTorch."""
   if _TORCH_COMPILE.value and _BASELINE.value != "hf_torch":
     raise UserInputError("--torch_compile compiles the PyTorch baseline; add --baseline=hf_torch")
   if _BASELINE.value == "hf_torch":
     # PyTorch shares the GPU with jax in this process; jax would take 75% of it at start.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-  import jax  # pylint: disable=g-import-not-at-top
 
+
+def _check_baseline_fits(settings):
+  """Refuses a baseline the config cannot be compared with, before minutes of compiling."""
   from bert_jax.bench import (  # pylint: disable=g-import-not-at-top
     hf_flax_baseline,
     hf_torch_baseline,
-    trace_ops,
-  )
-  from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from bert_jax.train import (
-    flops,  # pylint: disable=g-import-not-at-top
-    setup,  # pylint: disable=g-import-not-at-top
-  )
-  from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
-    check_batch_fits_mesh,
-    settings_from_config,
   )
 
-  settings = settings_from_config(_CONFIG.value)
   if _BASELINE.value != "none" and settings.trainer.task != "pretraining":
     raise UserInputError(
       f"--baseline={_BASELINE.value} times Hugging Face's pretraining step; pass "
@@ -107,6 +97,46 @@ def main(argv):
   if _BASELINE.value == "hf_torch":  # Refuse before minutes of compiling.
     hf_torch_baseline.check_config(settings.model)
     hf_torch_baseline.import_torch()
+
+
+def _baseline_runner(settings, training, host_batch):
+  """The --baseline's name, its `step_timing.Runner` and the extra result fields it adds."""
+  from bert_jax.bench import hf_torch_baseline  # pylint: disable=g-import-not-at-top
+
+  if _BASELINE.value == "hf_flax":
+    return "hf_flax", _hf_flax_runner(settings, training, host_batch), {}
+  torch_baseline = hf_torch_baseline.train_step(
+    settings.model, settings.optimizer, host_batch, compile_model=_TORCH_COMPILE.value
+  )
+  extra = {
+    "hf_torch_device": torch_baseline.device,
+    "hf_torch_compute_dtype": torch_baseline.compute_dtype,
+    "hf_torch_compile": _TORCH_COMPILE.value,
+    "hf_torch_params": torch_baseline.params,
+    "hf_torch_versions": torch_baseline.versions,
+  }
+  return "hf_torch", torch_baseline.runner, extra
+
+
+def _time_steps(settings):
+  """Builds the training step on the mesh and times it (and any baseline) in alternation.
+
+  Args:
+    settings: The run's `Settings`.
+
+  Returns:
+    bert_jax's train state, the `step_timing` timings by implementation name, and the
+    baseline's extra result fields.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.bench import trace_ops  # pylint: disable=g-import-not-at-top
+  from bert_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from bert_jax.train import setup  # pylint: disable=g-import-not-at-top
+  from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
+    check_batch_fits_mesh,
+  )
+
   batch_size = settings.trainer.global_batch_size
   mesh = mesh_lib.make_mesh(settings.mesh)
   check_batch_fits_mesh(
@@ -118,32 +148,28 @@ def main(argv):
     state, host_batch, batch, rng = inputs.state, inputs.host_batch, inputs.batch, inputs.rng
     ours = step_timing.jax_runner(training.train_step, state, batch, rng)
     runners, extra = {"bert_jax": ours}, {}
-    if _BASELINE.value == "hf_flax":
-      runners["hf_flax"] = _hf_flax_runner(settings, training, host_batch)
-    elif _BASELINE.value == "hf_torch":
-      torch_baseline = hf_torch_baseline.train_step(
-        settings.model, settings.optimizer, host_batch, compile_model=_TORCH_COMPILE.value
-      )
-      runners["hf_torch"] = torch_baseline.runner
-      extra = {
-        "hf_torch_device": torch_baseline.device,
-        "hf_torch_compute_dtype": torch_baseline.compute_dtype,
-        "hf_torch_compile": _TORCH_COMPILE.value,
-        "hf_torch_params": torch_baseline.params,
-        "hf_torch_versions": torch_baseline.versions,
-      }
+    if _BASELINE.value != "none":
+      name, runners[name], extra = _baseline_runner(settings, training, host_batch)
     timings = step_timing.alternate(runners, _STEPS.value, _ROUNDS.value)  # Compiles first.
     if _PROFILE_DIR.value:  # After the timing, so tracing costs it nothing.
       trace_ops.trace_steps(ours.run_one, _PROFILE_STEPS.value, _PROFILE_DIR.value)
+  return state, timings, extra
 
+
+def _our_result(settings, state, ours_timed):
+  """bert_jax's fields of the result line: the setup, step times, tokens/s and MFU."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from bert_jax.train import flops  # pylint: disable=g-import-not-at-top
+
+  batch_size = settings.trainer.global_batch_size
   seq_len = settings.data.max_seq_length
   step_flops = flops.train_flops_per_step(
     settings.model, batch_size, seq_len, settings.data.max_predictions_per_seq
   )
   peak = flops.total_peak_flops(settings.trainer.peak_flops_per_device)
-  ours_timed = timings["bert_jax"]
   median, in_flight = ours_timed.waited_median_s, ours_timed.in_flight_median_s
-  result = {
+  return {
     "config": _CONFIG.value.model.size,
     "task": settings.trainer.task,  # distillation: the step includes the teacher's forward.
     "family": settings.model.family,
@@ -164,26 +190,53 @@ def main(argv):
     "peak_flops": peak,
     "steps_timed": len(ours_timed.waited),
   }
-  result.update(extra)
-  for name in set(timings) - {"bert_jax"}:
-    hf_median, hf_in_flight = timings[name].waited_median_s, timings[name].in_flight_median_s
+
+
+def _baseline_result(name, timed, ours_timed, tokens_per_step, on_cpu):
+  """A baseline's fields of the result line: its times and bert_jax's speedup over it."""
+  median, in_flight = ours_timed.waited_median_s, ours_timed.in_flight_median_s
+  hf_median, hf_in_flight = timed.waited_median_s, timed.in_flight_median_s
+  result = {
+    f"{name}_median_step_s": round(hf_median, 4),
+    f"{name}_tokens_per_s": round(tokens_per_step / hf_median, 1),
+    f"speedup_vs_{name}": round(hf_median / median, 3),
+    f"{name}_in_flight_step_s": round(hf_in_flight, 4),
+    f"in_flight_speedup_vs_{name}": round(hf_in_flight / in_flight, 3),
+  }
+  if on_cpu:  # A GPU baseline's host CPU only waits.
+    hf_median_cpu = timed.waited_median_cpu_s
     result.update(
       {
-        f"{name}_median_step_s": round(hf_median, 4),
-        f"{name}_tokens_per_s": round(batch_size * seq_len / hf_median, 1),
-        f"speedup_vs_{name}": round(hf_median / median, 3),
-        f"{name}_in_flight_step_s": round(hf_in_flight, 4),
-        f"in_flight_speedup_vs_{name}": round(hf_in_flight / in_flight, 3),
+        f"{name}_median_step_cpu_s": round(hf_median_cpu, 4),
+        f"speedup_vs_{name}_cpu": round(hf_median_cpu / ours_timed.waited_median_cpu_s, 3),
       }
     )
-    if extra.get("hf_torch_device", "cpu") == "cpu":  # A GPU baseline's host CPU only waits.
-      hf_median_cpu = timings[name].waited_median_cpu_s
-      result.update(
-        {
-          f"{name}_median_step_cpu_s": round(hf_median_cpu, 4),
-          f"speedup_vs_{name}_cpu": round(hf_median_cpu / ours_timed.waited_median_cpu_s, 3),
-        }
-      )
+  return result
+
+
+def main(argv):
+  """Times the config's train step (and any --baseline's) and prints one JSON line.
+
+  Args:
+    argv: Leftover command-line arguments (unused).
+  """
+  del argv
+  environment.quiet_tensorflow()
+  _check_baseline_flags()  # Before jax is imported: it may set jax's GPU preallocation.
+  from bert_jax.train.settings import (  # pylint: disable=g-import-not-at-top
+    settings_from_config,
+  )
+
+  settings = settings_from_config(_CONFIG.value)
+  _check_baseline_fits(settings)
+  state, timings, extra = _time_steps(settings)
+  ours_timed = timings["bert_jax"]
+  result = _our_result(settings, state, ours_timed)
+  result.update(extra)
+  tokens_per_step = settings.trainer.global_batch_size * settings.data.max_seq_length
+  on_cpu = extra.get("hf_torch_device", "cpu") == "cpu"
+  for name in set(timings) - {"bert_jax"}:
+    result.update(_baseline_result(name, timings[name], ours_timed, tokens_per_step, on_cpu))
   print(json.dumps(result), flush=True)
 
 

@@ -124,6 +124,111 @@ def _truncation_counts(length_a, length_b, max_num_tokens):
   return remove_a, remove_b
 
 
+def _check_pair_inputs(corpus, max_seq_length, objective):
+  """Refuses a too-short length, an unknown objective or a corpus of fewer than two documents."""
+  check_max_seq_length(max_seq_length)
+  if objective not in OBJECTIVES:
+    raise UserInputError(f"objective is {objective!r}; choose one of {OBJECTIVES}")
+  if corpus.num_documents < 2:
+    raise UserInputError(
+      f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
+      "separate documents with blank lines"
+    )
+
+
+def _random_next_segment(stream, tokens, documents, document, target_b):
+  """BERT's random B: whole sentences from a random other document, from a random sentence.
+
+  Returns:
+    B's first and end token positions.
+  """
+  num_documents = len(documents) - 1
+  for _ in range(_RANDOM_DOCUMENT_TRIES):
+    other = stream.integer(0, num_documents)
+    if other != document:
+      break
+  other_first, other_stop = documents[other], documents[other + 1]
+  j = stream.integer(other_first, other_stop)
+  b_first = tokens[j]
+  # Whole sentences until B reaches its target length or the document ends.
+  while j < other_stop - 1 and tokens[j + 1] - b_first < target_b:
+    j += 1
+  return b_first, tokens[j + 1]
+
+
+def _document_pairs(document, stream, tokens, documents, options, rows):
+  """Appends one document's pairs to ``rows``; returns its count of unsplittable sentences.
+
+  Each row is (A start, A end, B start, B end, label, tokens cut from A, tokens cut from B). The
+  order of the ``stream`` draws is BERT's, so the pairs are a fixed function of the seed.
+  """
+  max_num_tokens, short_seq_prob, single_sentence_next, objective = options
+  num_unsplittable = 0
+  first, stop = documents[document], documents[document + 1]
+  target = max_num_tokens
+  if stream.uniform() < short_seq_prob:
+    target = stream.integer(2, max_num_tokens + 1)
+  chunk_first = first
+  i = first
+  while i < stop:
+    if tokens[i + 1] - tokens[chunk_first] < target and i != stop - 1:
+      i += 1
+      continue
+    # The chunk is sentences chunk_first..i; A takes the first `a_sentences` of them.
+    chunk_sentences = i - chunk_first + 1
+    a_sentences = 1 if chunk_sentences == 1 else stream.integer(1, chunk_sentences)
+    a_first, a_last = tokens[chunk_first], tokens[chunk_first + a_sentences]
+    extend = chunk_sentences == 1 and (single_sentence_next or objective != "nsp") and i + 1 < stop
+    if objective == "nsp" and ((chunk_sentences == 1 and not extend) or stream.uniform() < 0.5):
+      label = 1
+      target_b = target - (a_last - a_first)
+      b_first, b_last = _random_next_segment(stream, tokens, documents, document, target_b)
+      # The chunk's sentences after A were not used: the next chunk starts with them.
+      i = chunk_first + a_sentences - 1
+    elif chunk_sentences == 1 and not extend:
+      # SOP / none and a document's lone last sentence: its two halves are the segments;
+      # a one-token sentence cannot be split and is dropped (counted).
+      if a_last - a_first < 2:
+        num_unsplittable += 1
+        i += 1
+        chunk_first = i
+        continue
+      label = 0
+      b_first, b_last = a_first + stream.integer(1, a_last - a_first), a_last
+      a_last = b_first
+    else:
+      label = 0
+      if extend:
+        i += 1  # B is the document's next sentence, so the next chunk starts after it.
+      b_first, b_last = a_last, tokens[i + 1]
+    if objective == "sop" and stream.uniform() < 0.5:
+      # ALBERT's negative: the same two consecutive segments in swapped order.
+      a_first, a_last, b_first, b_last = b_first, b_last, a_first, a_last
+      label = 1
+    cut_a, cut_b = _truncation_counts(a_last - a_first, b_last - b_first, max_num_tokens)
+    rows.append((a_first, a_last, b_first, b_last, label, cut_a, cut_b))
+    i += 1
+    chunk_first = i
+  return num_unsplittable
+
+
+def _truncated_spans(rows, rng):
+  """The rows' spans after BERT's random truncation, as a :class:`PairSpans`."""
+  a_start, a_end, b_start, b_end, labels, remove_a, remove_b = (
+    np.array(rows, dtype=np.int64).reshape(-1, 7).T
+  )
+  # Each removed token comes off the front or the back with probability 1/2, as in BERT.
+  front_a = rng.binomial(remove_a, 0.5)
+  front_b = rng.binomial(remove_b, 0.5)
+  return PairSpans(
+    a_start=a_start + front_a,
+    a_end=a_end - (remove_a - front_a),
+    b_start=b_start + front_b,
+    b_end=b_end - (remove_b - front_b),
+    next_sentence_labels=labels.astype(np.int32),
+  )
+
+
 def sample_pair_spans(
   corpus, *, max_seq_length, short_seq_prob, rng, single_sentence_next=True, objective="nsp"
 ):
@@ -150,102 +255,21 @@ def sample_pair_spans(
   Raises:
     ValueError: ``max_seq_length`` is too small or the corpus has fewer than two documents.
   """
-  check_max_seq_length(max_seq_length)
-  if objective not in OBJECTIVES:
-    raise UserInputError(f"objective is {objective!r}; choose one of {OBJECTIVES}")
-  if corpus.num_documents < 2:
-    raise UserInputError(
-      f"next-sentence pairs need at least 2 documents, the corpus has {corpus.num_documents}; "
-      "separate documents with blank lines"
-    )
-  max_num_tokens = max_seq_length - 3
+  _check_pair_inputs(corpus, max_seq_length, objective)
   stream = _UniformStream(rng)
   tokens = corpus.sentence_starts.tolist()
   documents = corpus.document_starts.tolist()
-  num_documents = corpus.num_documents
-  a_start, a_end, b_start, b_end, labels, remove_a, remove_b = [], [], [], [], [], [], []
+  options = (max_seq_length - 3, short_seq_prob, single_sentence_next, objective)
+  rows = []
   num_unsplittable = 0
-  for document in range(num_documents):
-    first, stop = documents[document], documents[document + 1]
-    target = max_num_tokens
-    if stream.uniform() < short_seq_prob:
-      target = stream.integer(2, max_num_tokens + 1)
-    chunk_first = first
-    i = first
-    while i < stop:
-      if tokens[i + 1] - tokens[chunk_first] < target and i != stop - 1:
-        i += 1
-        continue
-      # The chunk is sentences chunk_first..i; A takes the first `a_sentences` of them.
-      chunk_sentences = i - chunk_first + 1
-      a_sentences = 1 if chunk_sentences == 1 else stream.integer(1, chunk_sentences)
-      a_first, a_last = tokens[chunk_first], tokens[chunk_first + a_sentences]
-      extend = (
-        chunk_sentences == 1 and (single_sentence_next or objective != "nsp") and i + 1 < stop
-      )
-      if objective == "nsp" and ((chunk_sentences == 1 and not extend) or stream.uniform() < 0.5):
-        label = 1
-        target_b = target - (a_last - a_first)
-        for _ in range(_RANDOM_DOCUMENT_TRIES):
-          other = stream.integer(0, num_documents)
-          if other != document:
-            break
-        other_first, other_stop = documents[other], documents[other + 1]
-        j = stream.integer(other_first, other_stop)
-        b_first = tokens[j]
-        # Whole sentences until B reaches its target length or the document ends.
-        while j < other_stop - 1 and tokens[j + 1] - b_first < target_b:
-          j += 1
-        b_last = tokens[j + 1]
-        # The chunk's sentences after A were not used: the next chunk starts with them.
-        i = chunk_first + a_sentences - 1
-      elif chunk_sentences == 1 and not extend:
-        # SOP / none and a document's lone last sentence: its two halves are the segments;
-        # a one-token sentence cannot be split and is dropped (counted).
-        if a_last - a_first < 2:
-          num_unsplittable += 1
-          i += 1
-          chunk_first = i
-          continue
-        label = 0
-        b_first, b_last = a_first + stream.integer(1, a_last - a_first), a_last
-        a_last = b_first
-      else:
-        label = 0
-        if extend:
-          i += 1  # B is the document's next sentence, so the next chunk starts after it.
-        b_first, b_last = a_last, tokens[i + 1]
-      if objective == "sop" and stream.uniform() < 0.5:
-        # ALBERT's negative: the same two consecutive segments in swapped order.
-        a_first, a_last, b_first, b_last = b_first, b_last, a_first, a_last
-        label = 1
-      cut_a, cut_b = _truncation_counts(a_last - a_first, b_last - b_first, max_num_tokens)
-      a_start.append(a_first)
-      a_end.append(a_last)
-      b_start.append(b_first)
-      b_end.append(b_last)
-      labels.append(label)
-      remove_a.append(cut_a)
-      remove_b.append(cut_b)
-      i += 1
-      chunk_first = i
+  for document in range(corpus.num_documents):
+    num_unsplittable += _document_pairs(document, stream, tokens, documents, options, rows)
   if num_unsplittable:
     logging.info(
       "dropped %d one-token last sentences that cannot form two segments", num_unsplittable
     )
-  a_start, a_end, b_start, b_end, remove_a, remove_b = (
-    np.array(c, dtype=np.int64) for c in (a_start, a_end, b_start, b_end, remove_a, remove_b)
-  )
-  # Each removed token comes off the front or the back with probability 1/2, as in BERT.
-  front_a = rng.binomial(remove_a, 0.5)
-  front_b = rng.binomial(remove_b, 0.5)
-  return PairSpans(
-    a_start=a_start + front_a,
-    a_end=a_end - (remove_a - front_a),
-    b_start=b_start + front_b,
-    b_end=b_end - (remove_b - front_b),
-    next_sentence_labels=np.array(labels, dtype=np.int32),
-  )
+  # The truncation draws come after the stream's blocks, from the same Generator.
+  return _truncated_spans(rows, rng)
 
 
 def assemble_pairs(corpus, spans, *, max_seq_length, special_ids):
