@@ -39,6 +39,17 @@ def pytest_configure(config):
   config.addinivalue_line(
     "filterwarnings", "ignore:The output of TransfoXL will be updated in v5:DeprecationWarning"
   )
+  # six's meta-path importer (six.moves, imported by a dependency of the data tools) still
+  # implements the load_module() that Python 3.12 removes; nothing of ours calls it.
+  config.addinivalue_line(
+    "filterwarnings", "ignore:the load_module\\(\\) method is deprecated:DeprecationWarning"
+  )
+  # Tests that run `main` in-process point jax's process-wide compilation cache at their
+  # workdir, which pytest removes afterwards; a later compile in the same worker then cannot
+  # write its cache entry there. The program still compiles and runs; only the write is lost.
+  config.addinivalue_line(
+    "filterwarnings", "ignore:Error writing persistent compilation cache entry:UserWarning"
+  )
 
 
 def pytest_collection_modifyitems(config, items):
