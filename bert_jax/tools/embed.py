@@ -50,7 +50,7 @@ from bert_jax.models.blocks import EncoderBlock
 from bert_jax.models.config import ModelConfig
 from bert_jax.models.embeddings import Embeddings
 from bert_jax.models.interop import weight_table
-from bert_jax.tools import embed_examples, embed_recurrent, workdir_params
+from bert_jax.tools import embed_examples, embed_recurrent, model_languages, workdir_params
 from bert_jax.tools.embed_examples import Features
 
 POOLINGS = ("none", "cls", "mean")
@@ -166,9 +166,9 @@ def embed_features(
       across a document's lines (`embed_recurrent`); None embeds each example alone.
     mem_len: memory positions with ``documents`` (0 = the model's ``mem_len``).
     language: the examples' language, for a model with language embeddings (XLM's, a
-      ``lang2id`` name; `language_id_of`); "" for other models.
+      ``lang2id`` name; `model_languages.language_id_of`); "" for other models.
   """
-  language_id = language_id_of(model, language)
+  language_id = model_languages.language_id_of(model, language)
   if model.reversible:
     raise UserInputError("embed runs BERT's post-LN layers; this run has model.reversible=True")
   # An approximate kind keeps its own function; every other kind is run as "dense" (the same
@@ -224,36 +224,6 @@ def embed_features(
   if with_attention:
     arrays["attention"] = np.concatenate([b["attention"] for b in batches])[:count]
   return arrays
-
-
-def language_id_of(model: ModelConfig, language: str):
-  """The id of ``language`` among the model's languages (`Family.languages`), or None for a
-  model without language embeddings.
-
-  Raises:
-    UserInputError: a language for a model without languages, an unknown one, or none for a
-      model of several.
-  """
-  family = families.get(model.family)
-  if family.languages is None:
-    if language:
-      raise UserInputError(
-        f"--language={language}: model.family={model.family!r} has no language embeddings; "
-        "leave --language out"
-      )
-    return None
-  names_ = family.languages(model)
-  if not language:
-    if len(names_) > 1:
-      raise UserInputError(
-        f"the model embeds the languages {', '.join(names_)}; pass --language=<one of them>"
-      )
-    return 0 if names_ else None
-  if language not in names_:
-    raise UserInputError(
-      f"--language={language} is not one of the model's languages ({', '.join(names_) or 'none'})"
-    )
-  return names_.index(language)
 
 
 def _arrays(features: Features, layers: tuple, pooling: str, hidden_NKLD) -> dict:

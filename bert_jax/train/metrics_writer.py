@@ -19,7 +19,7 @@ def _format_duration(seconds: float) -> str:
 
 
 class MetricsWriter:
-  """One writer for the three sinks of DESIGN.md's workdir contract.
+  """One writer for the three metric sinks of the workdir (docs/operations.md).
 
   Only process 0 writes; other processes' calls are no-ops, so callers need no checks.
   """
