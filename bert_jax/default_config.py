@@ -13,6 +13,7 @@ eval_every_steps, checkpoint_every_steps, init_from. Sections: model, data, opti
 
 import dataclasses
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import ml_collections
 
@@ -114,24 +115,40 @@ def multitask_config(members) -> ml_collections.ConfigDict:
   return config
 
 
-def describe(fine_tuning: bool = False) -> Iterator[str]:
-  """Lines ``key = default  # description`` for every config key, sections dotted.
+class KeyDescription(NamedTuple):
+  """One config key: its dotted name, its default (as ``repr``) and its description."""
+
+  key: str
+  default: str
+  description: str
+
+
+def config_keys(fine_tuning: bool = False) -> Iterator[KeyDescription]:
+  """Every config key with its default and description, sections dotted.
 
   Args:
-    fine_tuning: describe the fine-tuning ``data`` section instead of pretraining's.
+    fine_tuning: the fine-tuning ``data`` section instead of pretraining's.
   """
   sections = {"": TrainerConfig, **SECTIONS}
   if fine_tuning:
     sections["data"] = FinetuneDataConfig
   for prefix, cls in sections.items():
-    yield from _describe(cls, f"{prefix}." if prefix else "")
+    yield from _config_keys(cls, f"{prefix}." if prefix else "")
     if cls is model_config.ModelConfig:
-      yield f"model.size = {model_config.DEFAULT_SIZE!r}  # {model_config.SIZE_HELP}"
+      yield KeyDescription("model.size", repr(model_config.DEFAULT_SIZE), model_config.SIZE_HELP)
 
 
-def _describe(cls, prefix: str) -> Iterator[str]:
+def _config_keys(cls, prefix: str) -> Iterator[KeyDescription]:
   for field in dataclasses.fields(cls):
     if dataclasses.is_dataclass(field.default_factory):
-      yield from _describe(field.default_factory, f"{prefix}{field.name}.")
+      yield from _config_keys(field.default_factory, f"{prefix}{field.name}.")
     else:
-      yield f"{prefix}{field.name} = {field.default!r}  # {config_fields.description(field)}"
+      yield KeyDescription(
+        f"{prefix}{field.name}", repr(field.default), config_fields.description(field)
+      )
+
+
+def describe(fine_tuning: bool = False) -> Iterator[str]:
+  """Lines ``key = default  # description`` for every config key (`config_keys`)."""
+  for entry in config_keys(fine_tuning):
+    yield f"{entry.key} = {entry.default}  # {entry.description}"

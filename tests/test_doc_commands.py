@@ -2,7 +2,7 @@
 
 The commands are parsed, not run: `bert-jax <command> ...` must be a row of the console's table
 and `python -m bert_jax.<module> ...` an importable module; each `--flag` must be one the
-command defines, and each `--config.<key>` a declared config key (`default_config.describe`).
+command defines, and each `--config.<key>` a declared config key (`default_config.config_keys`).
 """
 
 import ast
@@ -97,7 +97,7 @@ def _flags_of(module_name: str, seen=None) -> set[str]:
 def _config_keys() -> set[str]:
   keys = set()
   for fine_tuning in (False, True):
-    keys.update(line.split(" = ", 1)[0] for line in default_config.describe(fine_tuning))
+    keys.update(entry.key for entry in default_config.config_keys(fine_tuning))
   return keys
 
 

@@ -6,13 +6,12 @@
 
 Every key is declared once, on the settings dataclass of its section
 (`bert_jax.config_fields.option`); this reads those declarations through
-`default_config.describe`, so the list cannot drift from what a run accepts.
+`default_config.config_keys`, so the list cannot drift from what a run accepts.
 """
 
 import ast
 import pathlib
 import sys
-from collections.abc import Iterator
 
 from absl import flags
 
@@ -55,22 +54,14 @@ def _describe_flags(flag_values: flags.FlagValues):
   )
 
 
-def _split(line: str) -> tuple[str, str, str]:
-  """``key = default  # meaning`` -> (key, default, meaning)."""
-  assignment, _, meaning = line.partition("  # ")
-  key, _, default = assignment.partition(" = ")
-  return key, default, meaning
-
-
 def _cell(text: str) -> str:
   return text.replace("|", "\\|")
 
 
-def _key_table(lines: Iterator[str], title: str) -> list[str]:
+def _key_table(entries, title: str) -> list[str]:
   out = [f"## {title}", "", "| key | default | meaning |", "|---|---|---|"]
-  for line in lines:
-    key, default, meaning = _split(line)
-    out.append(f"| `{key}` | `{_cell(default)}` | {_cell(meaning)} |")
+  for entry in entries:
+    out.append(f"| `{entry.key}` | `{_cell(entry.default)}` | {_cell(entry.description)} |")
   return out + [""]
 
 
@@ -93,23 +84,21 @@ def _configs_table(configs_dir: pathlib.Path) -> list[str]:
 
 def markdown_page(configs_dir: str = "configs") -> str:
   """The docs/configs.md page: the shipped configs and every key, by section."""
-  pretraining = list(default_config.describe())
   fine_tuning_data = [
-    line for line in default_config.describe(fine_tuning=True) if line.startswith("data.")
+    entry for entry in default_config.config_keys(fine_tuning=True) if entry.key.startswith("data.")
   ]
   sections = [_PAGE_INTRO, *_configs_table(pathlib.Path(configs_dir))]
-  by_section: dict[str, list[str]] = {}
-  for line in pretraining:
-    key = _split(line)[0]
-    section = key.split(".", 1)[0] if "." in key else ""
-    by_section.setdefault(section, []).append(line)
-  for section, lines in by_section.items():
+  by_section: dict[str, list] = {}
+  for entry in default_config.config_keys():
+    section = entry.key.split(".", 1)[0] if "." in entry.key else ""
+    by_section.setdefault(section, []).append(entry)
+  for section, entries in by_section.items():
     title = f"`{section}`" if section else "Top-level keys"
     if section == "data":
       title = "`data` (pretraining)"
-    sections += _key_table(iter(lines), title)
+    sections += _key_table(entries, title)
     if section == "data":
-      sections += _key_table(iter(fine_tuning_data), "`data` (fine-tuning)")
+      sections += _key_table(fine_tuning_data, "`data` (fine-tuning)")
   return "\n".join(sections).rstrip() + "\n"
 
 
