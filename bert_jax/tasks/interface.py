@@ -13,8 +13,14 @@ still a member of `Task`, with the answer of a task that does not do it in `Task
 The methods behind a capability are typed by its sub-protocol (`PredictingTask`,
 `RecurrentTask`); `RandomBatchTask` is a task that makes random batches (the pretraining
 objectives, for benchmarks and compile checks).
+
+A task's data object (`registry.make_data`'s result) satisfies `TaskData`: resumable host
+batches of each split. The data of a predicting task satisfies `PredictingData` too: it scores
+the collected eval predictions and writes the prediction files. `check_data` refuses a data
+object that lacks what the trainer will ask of it, before anything is compiled.
 """
 
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -124,3 +130,61 @@ class TaskDefaults:
   def checkpoint_record(self, batch_size: int) -> dict | None:
     del batch_size
     return None
+
+
+class BatchIterator(Protocol):
+  """Host batches of one split, with the position a checkpoint records."""
+
+  position: int  # Global rows consumed: the ``start_position`` that continues exactly here.
+
+  def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+    """Itself."""
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    """This process's share of the next global batch."""
+
+
+@runtime_checkable
+class TaskData(Protocol):
+  """What the trainer asks of every task's data object."""
+
+  def batches(
+    self, *, split, seed, global_batch_size, process_index=0, process_count=1, start_position=0
+  ) -> BatchIterator:
+    """This process's share of the global batches of ``split`` from ``start_position``."""
+
+
+@runtime_checkable
+class PredictingData(TaskData, Protocol):
+  """The data object of a task with ``predicts``: epochs, scores and prediction files."""
+
+  num_train_examples: int  # Rows of one epoch (``num_train_epochs`` counts these).
+  test_arrays: dict | None  # The unlabelled test split's features, or None: no test split.
+
+  def evaluate(self, predictions: dict) -> tuple[dict, dict]:
+    """({metric: value}, {prediction file: text}) from every eval row's predictions."""
+
+  def test_prediction_files(self, predictions: dict) -> dict:
+    """{prediction file: text} of the test split's predictions."""
+
+
+def check_data(task: Task, data: Any) -> None:
+  """Refuses a data object that lacks what the trainer asks of ``task``'s data.
+
+  Raises:
+    TypeError: ``data`` is not a `TaskData` (or a `PredictingData` for a predicting task);
+      the message names the missing members.
+  """
+  protocol = PredictingData if task.predicts else TaskData
+  if isinstance(data, protocol):
+    return
+  members = ("batches",) + (
+    ("num_train_examples", "test_arrays", "evaluate", "test_prediction_files")
+    if task.predicts
+    else ()
+  )
+  missing = [name for name in members if not hasattr(data, name)]
+  raise TypeError(
+    f"{type(data).__name__} is not a {protocol.__name__} (tasks/interface.py): it has no "
+    f"{', '.join(missing)}"
+  )

@@ -15,6 +15,7 @@ from bert_jax.errors import NonFiniteLossError, UserInputError
 from bert_jax.models.attention import kinds as attention_kinds
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import sharding
+from bert_jax.tasks import interface as task_interface
 from bert_jax.tasks import registry
 from bert_jax.train import compilation_cache, flops, profiling, run_lock, run_state, setup
 from bert_jax.train import init_from as init_from_lib
@@ -134,7 +135,9 @@ def predict_rows(predict_fn, params, batches, mesh, rng):
   return totals, {key: value[real][order] for key, value in rows.items()}
 
 
-def evaluate_predictions(predict_fn, params, eval_batches, mesh, rng, task, data):
+def evaluate_predictions(
+  predict_fn, params, eval_batches, mesh, rng, task, data: task_interface.PredictingData
+):
   """Eval loss, the task's official metrics and its eval prediction files (`data.evaluate`)."""
   totals, rows = predict_rows(predict_fn, params, eval_batches, mesh, rng)
   metrics, files = data.evaluate(rows)
@@ -202,6 +205,7 @@ def _train_and_evaluate(settings, resolved, workdir, lock):
   )
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh, data)
+    task_interface.check_data(training.task, data)
     # Before the Checkpointer creates checkpoints/: a refused init_from changes nothing.
     if trainer.init_from and not workdir_lib.Workdir(workdir).has_checkpoints():
       init_from_lib.check_fits(trainer.init_from, training.abstract_state.params, settings.model)

@@ -19,6 +19,7 @@ every member's eval rows once, and `evaluate` hands each member its own rows.
 
 import numpy as np
 
+from bert_jax.errors import UserInputError
 from bert_jax.tasks.multitask import members, sampling
 from bert_jax.tasks.multitask.config import MultitaskDataConfig
 
@@ -127,6 +128,11 @@ class MultitaskData:
       files.update({member_key(name, k): v for k, v in member_files.items()})
       offset += count
     return metrics, files
+
+  def test_prediction_files(self, predictions):
+    """Never called: a multi-task run has no test split (``test_arrays`` is None)."""
+    del predictions
+    raise UserInputError("multi-task runs write no test predictions; unset data.test_path")
 
 
 class _TrainBatches:
