@@ -9,22 +9,24 @@ import pytest
 from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.electra import options as electra_config
 from bert_jax.models.electra.model import ElectraForPreTraining
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tasks import electra_pretraining, score_histograms
 from tests import helpers, run_helpers
 
-CONFIG = ModelConfig(
-  family="electra",
-  vocab_size=64,
-  hidden_size=32,
-  embedding_size=16,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=48,
-  max_position_embeddings=16,
-  attention_kind="dense",
+CONFIG = model_config_from_dict(
+  dict(
+    family="electra",
+    vocab_size=64,
+    hidden_size=32,
+    embedding_size=16,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=48,
+    max_position_embeddings=16,
+    attention_kind="dense",
+  )
 )
 TASK = electra_pretraining.ElectraPretrainingTask(
   CONFIG, max_seq_length=12, max_predictions_per_seq=4
@@ -126,7 +128,7 @@ def test_sampling_temperature_divides_the_generator_logits(batch_and_params):
 
   def labels(temperature):
     options = electra_config.ElectraOptions(sampling_temperature=temperature)
-    model = ElectraForPreTraining(dataclasses.replace(CONFIG, electra=options))
+    model = ElectraForPreTraining(CONFIG.with_sections(electra=options))
     outputs = model.apply(
       {"params": favoured}, *TASK.model_inputs(batch), rngs={"sampling": jax.random.key(1)}
     )
