@@ -1,7 +1,5 @@
 """ELECTRA's model and objective: sampling without gradient, labels, metrics, bad sizes."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -72,8 +70,8 @@ def test_generator_config_follows_the_fraction_and_explicit_sizes():
   gen = electra_config.generator_config(CONFIG)
   assert (gen.hidden_size, gen.num_heads, gen.intermediate_size, gen.num_layers) == (8, 1, 12, 2)
   assert gen.embedding_size == 16  # The shared tables' width.
-  explicit = dataclasses.replace(
-    CONFIG, electra=electra_config.ElectraOptions(generator_hidden_size=16, generator_num_heads=2)
+  explicit = CONFIG.with_sections(
+    electra=electra_config.ElectraOptions(generator_hidden_size=16, generator_num_heads=2)
   )
   assert electra_config.generator_config(explicit).hidden_size == 16
 
