@@ -20,6 +20,8 @@ HELP = "help"
 CONFIG_TYPE = "config_type"
 # The ConfigDict holds a placeholder so that a preset (model.size) can fill the key.
 FROM_PRESET = "from_preset"
+# A field that is no key itself but holds sections a registry supplies (`sections_field`).
+SECTIONS = "sections"
 
 
 def option(
@@ -47,19 +49,38 @@ def option(
   return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
+def sections_field(default_factory: Any, help: str) -> Any:  # pylint: disable=redefined-builtin
+  """A dataclass field holding named sections that a registry declares, not a config key.
+
+  Its sections' keys are the config's (``<section>.<name>.<key>``); `config_dict`, `defaults`
+  and `check_keys` take them as their ``sections`` argument, in the field's place.
+
+  Args:
+    default_factory: builds the field's value without sections.
+    help: what the sections are (one line).
+  """
+  metadata = {HELP: help, SECTIONS: True}
+  return dataclasses.field(default_factory=default_factory, metadata=metadata)
+
+
+def _is_sections(field: dataclasses.Field) -> bool:
+  return field.metadata.get(SECTIONS, False)
+
+
 def description(field: dataclasses.Field) -> str:
   """The description a field was declared with ("" if it was declared without `option`)."""
   return field.metadata.get(HELP, "")
 
 
-def config_dict(cls) -> ml_collections.ConfigDict:
+def config_dict(cls, sections: Mapping[str, type] | None = None) -> ml_collections.ConfigDict:
   """The ConfigDict section of a settings dataclass: one key per field, at its default.
 
   Nested dataclass fields (declared with ``default_factory=<dataclass>``) become nested
-  sections. Every field must have been declared with `option`.
+  sections. Every field must have been declared with `option` (or `sections_field`).
 
   Args:
     cls: a settings dataclass type.
+    sections: name -> options dataclass of the sections its `sections_field` holds.
 
   Raises:
     ValueError: a field has no description (it was not declared with `option`).
@@ -68,6 +89,10 @@ def config_dict(cls) -> ml_collections.ConfigDict:
   for field in dataclasses.fields(cls):
     if not description(field):
       raise ValueError(f"{cls.__name__}.{field.name} is not declared with config_fields.option")
+    if _is_sections(field):
+      for name, options in (sections or {}).items():
+        section[name] = config_dict(options)
+      continue
     if dataclasses.is_dataclass(field.default_factory):
       section[field.name] = config_dict(field.default_factory)
       continue
@@ -81,16 +106,36 @@ def config_dict(cls) -> ml_collections.ConfigDict:
   return section
 
 
-def defaults(cls) -> dict:
-  """``{key: default}`` of a settings dataclass, nested sections as nested dicts."""
-  return {
-    field.name: (
-      defaults(field.default_factory)
-      if dataclasses.is_dataclass(field.default_factory)
-      else field.default
-    )
-    for field in dataclasses.fields(cls)
-  }
+def defaults(cls, sections: Mapping[str, type] | None = None) -> dict:
+  """``{key: default}`` of a settings dataclass, nested sections as nested dicts (``sections``:
+  those of its `sections_field`, as in `config_dict`)."""
+  out = {}
+  for field in dataclasses.fields(cls):
+    if _is_sections(field):
+      out.update({name: defaults(options) for name, options in (sections or {}).items()})
+    elif dataclasses.is_dataclass(field.default_factory):
+      out[field.name] = defaults(field.default_factory)
+    else:
+      out[field.name] = field.default
+  return out
+
+
+def check_keys(cls, values: Mapping[str, Any], section: str, sections=()):
+  """Refuses keys that are not fields of ``cls`` (nor names in ``sections``).
+
+  Args:
+    cls: the settings dataclass type.
+    values: the section's keys and values.
+    section: the section's name in the message ("data", "model.xlm", "top-level").
+    sections: the section names its `sections_field` holds.
+
+  Raises:
+    UserInputError: an unknown key (one line listing the valid keys).
+  """
+  known = {f.name for f in dataclasses.fields(cls) if not _is_sections(f)} | set(sections)
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
 
 
 def from_section(cls, values: Mapping[str, Any], section: str):
@@ -104,8 +149,5 @@ def from_section(cls, values: Mapping[str, Any], section: str):
   Raises:
     UserInputError: a key is not a field of ``cls`` (one line listing the valid keys).
   """
-  known = {field.name for field in dataclasses.fields(cls)}
-  unknown = sorted(set(values) - known)
-  if unknown:
-    raise UserInputError(f"unknown {section} config keys {unknown}; valid keys: {sorted(known)}")
+  check_keys(cls, values, section)
   return cls(**values)

@@ -20,6 +20,7 @@ import ml_collections
 from bert_jax import config_fields, names
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.models import config as model_config
+from bert_jax.models import families
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.distillation import DistillationConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
@@ -35,6 +36,8 @@ SECTIONS = {
   "mesh": MeshConfig,
   "distillation": DistillationConfig,  # task=distillation only.
 }
+# The sections a settings dataclass's `config_fields.sections_field` holds: the families' own.
+_HELD_SECTIONS = {model_config.ModelConfig: families.SECTIONS}
 
 
 # How a model is computed, not what it is: fine-tuning configs keep these set, not inherited.
@@ -45,7 +48,7 @@ def base_config() -> ml_collections.ConfigDict:
   """The defaults: BERT-base pretraining as in the paper, on the embedded corpus."""
   config = config_fields.config_dict(TrainerConfig)
   for name, cls in SECTIONS.items():
-    config[name] = config_fields.config_dict(cls)
+    config[name] = config_fields.config_dict(cls, _HELD_SECTIONS.get(cls))
   # The size preset fills the placeholders num_layers / hidden_size / num_heads /
   # intermediate_size (`model_config_from_dict`); explicit keys win.
   config.model.size = model_config.DEFAULT_SIZE
@@ -140,7 +143,10 @@ def config_keys(fine_tuning: bool = False) -> Iterator[KeyDescription]:
 
 def _config_keys(cls, prefix: str) -> Iterator[KeyDescription]:
   for field in dataclasses.fields(cls):
-    if dataclasses.is_dataclass(field.default_factory):
+    if field.metadata.get(config_fields.SECTIONS):
+      for name, options in _HELD_SECTIONS[cls].items():
+        yield from _config_keys(options, f"{prefix}{name}.")
+    elif dataclasses.is_dataclass(field.default_factory):
       yield from _config_keys(field.default_factory, f"{prefix}{field.name}.")
     else:
       yield KeyDescription(

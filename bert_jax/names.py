@@ -64,5 +64,4 @@ ROBERTA = "roberta"
 XLM_ROBERTA = "xlm_roberta"  # RoBERTa's architecture with XLM-R's SentencePiece vocab.
 XLM = "xlm"
 FAMILIES = (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA, XLM)
-# Families whose layers keep a memory of earlier segments (Transformer-XL recurrence).
-RECURRENT_FAMILIES = (XLNET, TRANSFORMER_XL)
+DEFAULT_FAMILY = BERT  # A config that names no model.family.

@@ -10,7 +10,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import span_boundary
 from bert_jax.models.albert.model import AlbertForPreTraining
 from bert_jax.models.bert.model import BertForPreTraining
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.parallel import sharding
 from bert_jax.tasks.pretraining import PretrainingTask
 from tests import helpers

@@ -96,19 +96,12 @@ _FAMILY_CONSTANTS = {
   "ROBERTA": {"roberta"},
   "XLM_ROBERTA": {"xlm_roberta"},
   "XLM": {"xlm"},
-  "RECURRENT_FAMILIES": {"xlnet", "transformer_xl"},
 }
 FAMILY_PACKAGES = frozenset().union(*_FAMILY_CONSTANTS.values())
 # Modules that may name families other than their own, and why.
 _MAY_NAME = {
   "bert_jax/names.py": FAMILY_PACKAGES,  # The vocabulary.
   "bert_jax/models/families.py": FAMILY_PACKAGES,  # The registry.
-  # BERT is the default family; ModelConfig declares the sections its family packages own
-  # (model.albert, model.electra, model.adaptive, model.xlm, model.roberta).
-  "bert_jax/models/config.py": {"albert", "bert", "electra", "roberta", "transformer_xl", "xlm"},
-  # The recurrence section is the families with memory's (`names.RECURRENT_FAMILIES`); it
-  # checks that they run their own unscanned layers.
-  "bert_jax/models/recurrence_options.py": {"xlnet", "transformer_xl"},
 }
 # ELECTRA's generator is a BERT encoder (`electra/options.generator_config`); XLM-R is
 # RoBERTa's architecture under another name.

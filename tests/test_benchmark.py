@@ -23,7 +23,7 @@ from bert_jax.bench import (
 )
 from bert_jax.cli import runner
 from bert_jax.data import mask_positions
-from bert_jax.models.config import ModelConfig
+from bert_jax.models import families
 from bert_jax.tasks import pretraining
 from bert_jax.train.optimizer import OptimizerConfig
 from tests import run_helpers
@@ -44,13 +44,15 @@ BENCHMARK = [
   "--steps=2",
   "--rounds=1",
 ]
-SMALL_MODEL = ModelConfig(
-  vocab_size=512,
-  hidden_size=64,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=128,
-  max_position_embeddings=64,
+SMALL_MODEL = families.model_config_from_dict(
+  dict(
+    vocab_size=512,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=64,
+  )
 )
 
 

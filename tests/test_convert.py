@@ -14,8 +14,8 @@ from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.bert.model import BertEncoder, BertForPreTraining
-from bert_jax.models.config import model_config_from_dict
 from bert_jax.models.distilbert.model import DistilBertEncoder
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.tools import convert, workdir_params
 from bert_jax.train.loop import train_and_evaluate

@@ -12,7 +12,7 @@ import pytest
 from bert_jax.errors import UserInputError
 from bert_jax.models.albert import hf_weights as albert_weights
 from bert_jax.models.albert.model import AlbertEncoder, AlbertForPreTraining
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference
 

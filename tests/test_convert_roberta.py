@@ -2,7 +2,6 @@
 padding), round trips are bitwise, the vocab travels, and embed / GLUE fine-tuning run on the
 converted model with no model flags."""
 
-import dataclasses
 import json
 
 import jax
@@ -12,7 +11,7 @@ import pytest
 
 from bert_jax.data import bpe_tokenization, default_corpus, tokenization
 from bert_jax.models import families
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.roberta import hf as roberta_hf
 from bert_jax.models.roberta.model import RobertaEncoder, RobertaForMaskedLM
 from bert_jax.models.roberta.options import RobertaOptions
@@ -275,7 +274,7 @@ def test_another_padding_index_converts_and_equals_transformers(pad, tmp_path):
   grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
   hf_reference.assert_gradients_equal(ours, roberta_hf.params_from_hf(grads, run.model)["bert"])
   # Index 1's positions would differ: the parity above is the padding index's doing.
-  shifted = dataclasses.replace(run.model, roberta=RobertaOptions(padding_idx=1))
+  shifted = run.model.with_sections(roberta=RobertaOptions(padding_idx=1))
   other, _ = RobertaEncoder(shifted).apply(
     {"params": run.params["bert"]}, input_ids, token_types, mask
   )

@@ -14,7 +14,8 @@ import pytest
 from bert_jax.errors import UserInputError
 from bert_jax.models.attention import cudnn, dense
 from bert_jax.models.bert.model import BertForPreTraining
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tasks.pretraining import PretrainingTask
 from bert_jax.train import loop
 from bert_jax.train import settings as settings_lib

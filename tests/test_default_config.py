@@ -7,6 +7,7 @@ import pytest
 
 from bert_jax import config_fields, default_config, names
 from bert_jax.data.pretraining_config import PretrainingDataConfig
+from bert_jax.models import families
 from bert_jax.models.config import DEFAULT_SIZE, MODEL_SIZES, LshOptions, ModelConfig
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks.finetune_config import FinetuneDataConfig
@@ -39,7 +40,7 @@ def test_config_keys_equal_the_dataclass_defaults_key_by_key(task):
   assert top == config_fields.defaults(settings_lib.TrainerConfig)
   for name, cls in _SECTIONS.items():
     section = _plain(config[name])
-    expected = config_fields.defaults(cls)
+    expected = config_fields.defaults(cls, families.SECTIONS if cls is ModelConfig else None)
     if cls is ModelConfig:
       # The size preset stands in for the four shape keys, which the ConfigDict leaves unset.
       assert section.pop("size") == DEFAULT_SIZE

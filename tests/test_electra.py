@@ -1,7 +1,5 @@
 """ELECTRA's model and objective: sampling without gradient, labels, metrics, bad sizes."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,22 +7,24 @@ import pytest
 from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.electra import options as electra_config
 from bert_jax.models.electra.model import ElectraForPreTraining
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tasks import electra_pretraining, score_histograms
 from tests import helpers, run_helpers
 
-CONFIG = ModelConfig(
-  family="electra",
-  vocab_size=64,
-  hidden_size=32,
-  embedding_size=16,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=48,
-  max_position_embeddings=16,
-  attention_kind="dense",
+CONFIG = model_config_from_dict(
+  dict(
+    family="electra",
+    vocab_size=64,
+    hidden_size=32,
+    embedding_size=16,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=48,
+    max_position_embeddings=16,
+    attention_kind="dense",
+  )
 )
 TASK = electra_pretraining.ElectraPretrainingTask(
   CONFIG, max_seq_length=12, max_predictions_per_seq=4
@@ -70,8 +70,8 @@ def test_generator_config_follows_the_fraction_and_explicit_sizes():
   gen = electra_config.generator_config(CONFIG)
   assert (gen.hidden_size, gen.num_heads, gen.intermediate_size, gen.num_layers) == (8, 1, 12, 2)
   assert gen.embedding_size == 16  # The shared tables' width.
-  explicit = dataclasses.replace(
-    CONFIG, electra=electra_config.ElectraOptions(generator_hidden_size=16, generator_num_heads=2)
+  explicit = CONFIG.with_sections(
+    electra=electra_config.ElectraOptions(generator_hidden_size=16, generator_num_heads=2)
   )
   assert electra_config.generator_config(explicit).hidden_size == 16
 
@@ -126,7 +126,7 @@ def test_sampling_temperature_divides_the_generator_logits(batch_and_params):
 
   def labels(temperature):
     options = electra_config.ElectraOptions(sampling_temperature=temperature)
-    model = ElectraForPreTraining(dataclasses.replace(CONFIG, electra=options))
+    model = ElectraForPreTraining(CONFIG.with_sections(electra=options))
     outputs = model.apply(
       {"params": favoured}, *TASK.model_inputs(batch), rngs={"sampling": jax.random.key(1)}
     )

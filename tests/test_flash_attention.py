@@ -15,7 +15,8 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.models.attention import dense, flash, flash_dropout, flash_launch
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES
 from bert_jax.tasks.pretraining import PretrainingTask

@@ -13,7 +13,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.models import families
 from bert_jax.models.bert import hf as bert_hf
 from bert_jax.models.bert.model import BertForPreTraining
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from tests import hf_reference
 
 transformers = pytest.importorskip("transformers")

@@ -16,7 +16,8 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.models import layer_norm, layer_norm_kernels, layers
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.parallel import mesh as mesh_lib
 from bert_jax.parallel import topologies
 from bert_jax.parallel.mesh import DEFAULT_LOGICAL_AXIS_RULES

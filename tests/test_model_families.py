@@ -7,7 +7,8 @@ import pytest
 from bert_jax import names
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tasks import trunk
 
 

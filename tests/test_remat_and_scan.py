@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bert_jax.models.bert.model import BertForPreTraining
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.parallel import sharding
 from bert_jax.tasks.pretraining import PretrainingTask
 

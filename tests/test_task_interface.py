@@ -12,6 +12,7 @@ import pytest
 from bert_jax import names
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.tasks import interface, registry
 from bert_jax.tasks.distillation import DistillationConfig
@@ -62,20 +63,20 @@ def tasks(teacher_dir):
     }
   )
   member_data = types.SimpleNamespace(members=(SIZES,) * 3)
-  xlm = ModelConfig(**dict(SMALL, family="xlm"))
+  xlm = model_config_from_dict(dict(SMALL, family="xlm"))
   built = {
     "mlm": registry.make_task(_settings(names.PRETRAINING)),
     "permutation_lm": registry.make_task(
-      _settings(names.PRETRAINING, ModelConfig(**dict(SMALL, family="xlnet")), MLM_ONLY)
+      _settings(names.PRETRAINING, model_config_from_dict(dict(SMALL, family="xlnet")), MLM_ONLY)
     ),
     "electra": registry.make_task(
-      _settings(names.PRETRAINING, ModelConfig(**dict(SMALL, family="electra")), MLM_ONLY)
+      _settings(names.PRETRAINING, model_config_from_dict(dict(SMALL, family="electra")), MLM_ONLY)
     ),
     "xlm": registry.make_task(_settings(names.PRETRAINING, xlm, MLM_ONLY)),
     "clm": registry.make_task(
       _settings(
         names.PRETRAINING,
-        ModelConfig(**dict(SMALL, family="transformer_xl", causal=True)),
+        model_config_from_dict(dict(SMALL, family="transformer_xl", causal=True)),
         dataclasses.replace(PRETRAINING_DATA, objective=names.CLM),
       )
     ),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bert_jax.models import families
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.xlm import hf as xlm_hf
 from bert_jax.tools import convert, workdir_params
 from tests import hf_reference

@@ -1,7 +1,6 @@
 """XLM's own tokenizer: ids equal transformers' XLMTokenizer on the embedded corpus, and an
 XLMWithLMHeadModel saved with its tokenizer converts both ways and embeds as transformers does."""
 
-import dataclasses
 import json
 
 import numpy as np
@@ -192,7 +191,7 @@ def test_model_xlm_language_is_the_language_without_ids(converted):
   run = workdir_params.read_run(str(workdir))
   ids = np.array([[0, 40, 41, 42, 1]], np.int32)
   mask = np.ones_like(ids)
-  apply = XlmEncoder(dataclasses.replace(run.model, xlm=XlmOptions(("en", "fr"), language="fr")))
+  apply = XlmEncoder(run.model.with_sections(xlm=XlmOptions(("en", "fr"), language="fr")))
   alone, _ = apply.apply({"params": run.params["bert"]}, ids, 0 * ids, mask)
   with_ids, _ = XlmEncoder(run.model).apply(
     {"params": run.params["bert"]}, ids, 0 * ids, mask, language_ids_BL=np.ones_like(ids)

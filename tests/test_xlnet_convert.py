@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.models.config import model_config_from_dict
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.interop import weight_table
 from bert_jax.models.xlnet import hf as xlnet_weights
 from bert_jax.models.xlnet.model import XLNetEncoder

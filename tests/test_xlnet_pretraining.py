@@ -13,7 +13,7 @@ import pytest
 
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.models.recurrence_options import with_recurrence
 from bert_jax.models.xlnet import permutation
 from bert_jax.tasks import pretraining
@@ -21,15 +21,17 @@ from bert_jax.train import step as step_lib
 from bert_jax.train.state import TrainState
 from tests import helpers
 
-TINY = ModelConfig(
-  family="xlnet",
-  vocab_size=97,
-  hidden_size=32,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=64,
-  hidden_dropout_rate=0.0,
-  attention_dropout_rate=0.0,
+TINY = model_config_from_dict(
+  dict(
+    family="xlnet",
+    vocab_size=97,
+    hidden_size=32,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=64,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+  )
 )
 
 

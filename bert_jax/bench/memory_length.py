@@ -52,15 +52,17 @@ from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
 
 # The experiment's model but its family, chosen as a config chooses it (the registry builds it).
-BYTE_LM = ModelConfig(
-  causal=True,
-  vocab_size=256,
-  hidden_size=64,
-  num_layers=2,
-  num_heads=2,
-  intermediate_size=128,
-  hidden_dropout_rate=0.0,
-  attention_dropout_rate=0.0,
+BYTE_LM = families.model_config_from_dict(
+  dict(
+    causal=True,
+    vocab_size=256,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=128,
+    hidden_dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+  )
 )
 _TRAIN_DOCUMENTS, _HELD_OUT_DOCUMENTS = 12, 4
 # The families the registry gives a causal LM with segment memory.

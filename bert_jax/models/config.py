@@ -1,21 +1,17 @@
 """Model hyper-parameters as a frozen dataclass, built once from the config's ``model`` section."""
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bert_jax import names
-from bert_jax.config_fields import from_section, option
+from bert_jax.config_fields import check_keys, from_section, option, sections_field
 from bert_jax.errors import UserInputError
-from bert_jax.models.albert.options import AlbertOptions
 from bert_jax.models.attention import chunk_window
 from bert_jax.models.attention import kinds as attention_kinds
-from bert_jax.models.electra.options import ElectraOptions
+from bert_jax.models.family_sections import FamilySections
 from bert_jax.models.recurrence_options import RecurrenceOptions
-from bert_jax.models.roberta.options import RobertaOptions
 from bert_jax.models.span_boundary_options import SpanBoundaryOptions
-from bert_jax.models.transformer_xl.adaptive_config import AdaptiveOptions
-from bert_jax.models.xlm.options import XlmOptions
 
 # (num_layers, hidden_size, num_heads); intermediate size is 4 * hidden. Google's BERT sizes.
 MODEL_SIZES = {
@@ -91,7 +87,7 @@ class ModelConfig:
   """Architecture of an encoder; defaults are BERT-base (Devlin et al. 2019)."""
 
   family: str = option(
-    names.BERT, help=f"Model family (models/families.py): {' | '.join(names.FAMILIES)}."
+    names.DEFAULT_FAMILY, help=f"Model family (models/families.py): {' | '.join(names.FAMILIES)}."
   )
   vocab_size: int = option(30522, help="Must equal the number of entries of the data's vocab.")
   num_layers: int = option(_DEFAULT_LAYERS, help="Unset = from model.size.", from_preset=True)
@@ -154,21 +150,9 @@ class ModelConfig:
     help="Width E of the token/position/type tables, projected to hidden_size when it differs "
     "(ALBERT, ELECTRA: factorised embeddings); 0 = hidden_size.",
   )
-  electra: ElectraOptions = option(
-    default_factory=ElectraOptions, help="Generator size and RTD weight of family electra."
-  )
-  adaptive: AdaptiveOptions = option(
-    default_factory=AdaptiveOptions,
-    help="transformer_xl: adaptive input and softmax (cutoffs, div_val, tie_projs).",
-  )
-  xlm: XlmOptions = option(
-    default_factory=XlmOptions, help="Languages and position table of family xlm."
-  )
-  albert: AlbertOptions = option(
-    default_factory=AlbertOptions, help="Cross-layer sharing of family albert."
-  )
-  roberta: RobertaOptions = option(
-    default_factory=RobertaOptions, help="Padding index of families roberta and xlm_roberta."
+  # The families' own sections (model.electra, model.adaptive, ...): `families.SECTIONS`.
+  family_sections: FamilySections = sections_field(
+    FamilySections, help="Sections of family-only keys, declared by the family packages."
   )
   recurrence: RecurrenceOptions = option(
     default_factory=RecurrenceOptions,
@@ -180,6 +164,8 @@ class ModelConfig:
   )
 
   def __post_init__(self):
+    if not isinstance(self.family_sections, FamilySections):
+      object.__setattr__(self, "family_sections", FamilySections(self.family_sections))
     if self.family not in names.FAMILIES:
       raise UserInputError(
         f"model.family={self.family!r} is unknown; choose one of {', '.join(names.FAMILIES)}"
@@ -224,12 +210,44 @@ class ModelConfig:
       raise UserInputError(
         f"model.embedding_size={self.embedding_size} must be >= 0 (0 = hidden_size)"
       )
-    # Each section checks itself against the rest of the model, and a family's section the keys
-    # its family needs too, so this module calls no family's code by name.
+    # Each section checks itself against the rest of the model, a family's section the keys
+    # its family needs too, and the family sections their families' checks, so this module
+    # calls no family's code by name.
     for field in dataclasses.fields(self):
       check = getattr(getattr(self, field.name), "check_model", None)
       if check is not None:
         check(self)
+
+  def __getattr__(self, name: str):
+    # Only reached for names that are not fields: a family's section (``config.electra``).
+    sections = self.__dict__.get("family_sections", {})
+    if name in sections:
+      return sections[name]
+    if name.startswith("__"):
+      raise AttributeError(name)
+    raise AttributeError(
+      f"this model config (family {self.__dict__.get('family')!r}) has no section model.{name}; "
+      "build it with bert_jax.models.families.model_config_from_dict, which adds every "
+      "family's sections"
+    )
+
+  def with_sections(self, **sections) -> "ModelConfig":
+    """The same config with family sections (name -> options instance) replaced or added."""
+    return dataclasses.replace(self, family_sections=self.family_sections.replace(**sections))
+
+  def to_dict(self) -> dict:
+    """The config as config.json stores it: every key, sections (family ones included) as
+    nested dicts, in declaration order (`model_config_from_dict` reads it back)."""
+    out = {}
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if isinstance(value, FamilySections):
+        out.update({name: dataclasses.asdict(options) for name, options in value.items()})
+      elif dataclasses.is_dataclass(value):
+        out[field.name] = dataclasses.asdict(value)
+      else:
+        out[field.name] = value
+    return out
 
   @property
   def head_dim(self) -> int:
@@ -241,14 +259,10 @@ class ModelConfig:
     return self.embedding_size or self.hidden_size
 
 
-# Nested sections of the model config: name -> their options dataclass.
+# Nested sections every model config has: name -> their options dataclass (the families' own
+# are `families.SECTIONS`).
 SECTIONS = {
   "lsh": LshOptions,
-  "electra": ElectraOptions,
-  "adaptive": AdaptiveOptions,
-  "xlm": XlmOptions,
-  "albert": AlbertOptions,
-  "roberta": RobertaOptions,
   "recurrence": RecurrenceOptions,
   "span_boundary": SpanBoundaryOptions,
 }
@@ -267,18 +281,28 @@ MOVED_KEYS = {
 }
 
 
-def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
+def model_config_from_dict(
+  model_dict: Mapping[str, Any],
+  family_sections: Mapping[str, type] | None = None,
+  family_check: Callable | None = None,
+) -> ModelConfig:
   """Builds a `ModelConfig` from the config's ``model`` section.
 
   The section may name a ``size`` (a key of `MODEL_SIZES`) that fills layers, width and heads;
-  explicit keys win over the size preset.
+  explicit keys win over the size preset. A config's ``model`` section is read with every
+  family's sections by `bert_jax.models.families.model_config_from_dict`; a family's own
+  modules (its Hugging Face reader) pass their own sections.
 
   Args:
     model_dict: the ``model`` section as a plain mapping.
+    family_sections: name -> options dataclass of the family-only sections it may set; each
+      is held (at its defaults where unset).
+    family_check: ``ModelConfig -> None``, the checks of the config's family (`FamilySections`).
 
   Returns:
     The validated, frozen model configuration.
   """
+  family_sections = dict(family_sections or {})
   fields = {k: v for k, v in dict(model_dict).items() if v is not None}
   size = fields.pop("size", None)
   if size is not None:
@@ -294,11 +318,14 @@ def model_config_from_dict(model_dict: Mapping[str, Any]) -> ModelConfig:
   moved = sorted(set(fields) & set(MOVED_KEYS))
   if moved:
     raise UserInputError(moved_key_message(moved[0]))
-  for name, cls in SECTIONS.items():
+  check_keys(ModelConfig, fields, "model", sections=family_sections)
+  for name, cls in {**SECTIONS, **family_sections}.items():
     if name in fields and not isinstance(fields[name], cls):
       present = {k: v for k, v in dict(fields[name]).items() if v is not None}
       fields[name] = from_section(cls, present, f"model.{name}")
-  return from_section(ModelConfig, fields, "model")
+  held = {name: fields.pop(name) for name in family_sections if name in fields}
+  fields["family_sections"] = FamilySections(held).with_defaults(family_sections, family_check)
+  return ModelConfig(**fields)
 
 
 def moved_key_message(key: str) -> str:

@@ -27,17 +27,24 @@ instead of testing a family's name or importing the family's modules;
      (`family_spec.module_interop(label, <f>.hf)`, or `family_spec.table_interop` naming the
      functions one by one);
   4. one import and one entry in ``_FAMILIES`` below; its name in `bert_jax.names`
-     (``names.FAMILIES``) and in ``tests/test_architecture._FAMILY_CONSTANTS``; its model keys
-     on `ModelConfig` (`models/config.py`; family-only option groups as a section such as
-     ``model.electra``, declared with `config_fields.option`, whose ``check_model(config)``
-     raises a one-line `UserInputError` for model keys the family cannot compute);
+     (``names.FAMILIES``) and in ``tests/test_architecture._FAMILY_CONSTANTS``; its
+     family-only model keys as a section on its record (``sections={"electra":
+     ElectraOptions}`` is ``model.electra``: a frozen dataclass in the package declared with
+     `config_fields.option`, whose ``check_model(config)`` raises a one-line `UserInputError`
+     for model keys the family cannot compute), and ``check_config`` for shared keys it
+     cannot compute; shared keys on `ModelConfig` (`models/config.py`);
   5. its tests, ``configs/<f>_*.py`` and README rows ("Model families").
 
 No trainer, task, data or tool module changes.
 """
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
 from bert_jax import names
 from bert_jax.errors import UserInputError
+from bert_jax.models import config as config_lib
 from bert_jax.models.albert.family import FAMILY as ALBERT
 from bert_jax.models.bert.family import FAMILY as BERT
 from bert_jax.models.distilbert.family import FAMILY as DISTILBERT
@@ -53,6 +60,43 @@ _FAMILIES = {
   f.name: f
   for f in (BERT, ALBERT, DISTILBERT, ELECTRA, XLNET, TRANSFORMER_XL, ROBERTA, XLM_ROBERTA, XLM)
 }
+
+
+def _sections() -> dict[str, type]:
+  sections = {}
+  for family in _FAMILIES.values():
+    for name, options in family.sections.items():
+      if sections.setdefault(name, options) is not options:
+        raise ValueError(f"two families declare model.{name} with different classes")
+  return sections
+
+
+# Every family's own config sections: name -> options dataclass, in registration order.
+SECTIONS = _sections()
+
+
+def _check_family(model: config_lib.ModelConfig):
+  check = _FAMILIES[model.family].check_config
+  if check is not None:
+    check(model)
+
+
+def model_config_from_dict(model_dict: Mapping[str, Any]) -> config_lib.ModelConfig:
+  """`config.model_config_from_dict` with every family's sections and checks: the config's
+  ``model`` section (or a run's stored one, `config.stored_model_section`) as a `ModelConfig`.
+
+  Raises:
+    UserInputError: an unknown key or a value the model cannot take (one line).
+  """
+  return config_lib.model_config_from_dict(model_dict, SECTIONS, _check_family)
+
+
+def complete(model: config_lib.ModelConfig) -> config_lib.ModelConfig:
+  """``model`` holding every family's sections (its own kept, the others at their defaults) and
+  its family's checks, as `model_config_from_dict` builds it: what a family's Hugging Face
+  reader builds with its own sections only, ready to be stored (`ModelConfig.to_dict`)."""
+  sections = model.family_sections.with_defaults(SECTIONS, _check_family)
+  return dataclasses.replace(model, family_sections=sections)
 
 
 def get(name: str) -> Family:

@@ -5,7 +5,7 @@ record instead of testing ``model.family``; `tests/test_architecture.py` enforce
 """
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import flax.linen as nn
 
@@ -146,6 +146,13 @@ class Family:
     languages: ``ModelConfig -> tuple of names``, the languages whose embeddings the encoder
       adds (XLM's ``lang2id`` order); the encoder then takes their ids as the keyword
       ``language_ids_BL``. None: the family has no language embeddings.
+    sections: its family-only config sections, name -> options dataclass declared with
+      `config_fields.option` (``{"electra": ElectraOptions}`` is ``model.electra``); every
+      `ModelConfig` holds every family's (`family_sections.FamilySections`), each checked
+      against the whole config by its ``check_model(config)`` when it has one. Families may
+      share a section (the same class under the same name).
+    check_config: ``ModelConfig -> None``, raising a one-line `UserInputError` for shared
+      model keys the family cannot compute (run on every config of the family); None: none.
   """
 
   name: str
@@ -159,6 +166,8 @@ class Family:
   hidden_state_modules: tuple = ()
   hf: HfInterop | None = None
   languages: Callable | None = None
+  sections: Mapping[str, type] = dataclasses.field(default_factory=dict)
+  check_config: Callable | None = None
 
   @property
   def has_memory(self) -> bool:

@@ -7,7 +7,6 @@ families leave the section at its defaults (`recurrence.py` computes it).
 
 import dataclasses
 
-from bert_jax import names
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 
@@ -56,17 +55,19 @@ class RecurrenceOptions:
         "model.recurrence.same_length=False"
       )
 
-  def check_model(self, config):
-    """The families with memory (`names.RECURRENT_FAMILIES`) run their own unscanned layers.
 
-    Raises:
-      UserInputError: ``config`` (a `ModelConfig` of such a family) scans or reverses layers.
-    """
-    if config.family in names.RECURRENT_FAMILIES and (config.scan_layers or config.reversible):
-      raise UserInputError(
-        f"model.family={config.family!r} runs its own unscanned, non-reversible layers; set "
-        "model.scan_layers=False and model.reversible=False"
-      )
+def check_own_layers(config):
+  """A family with segment memory runs its own layers (`recurrence.py`), unscanned and not
+  reversible: its `family_spec.Family.check_config`.
+
+  Raises:
+    UserInputError: ``config`` (a `ModelConfig`) scans or reverses layers.
+  """
+  if config.scan_layers or config.reversible:
+    raise UserInputError(
+      f"model.family={config.family!r} runs its own unscanned, non-reversible layers; set "
+      "model.scan_layers=False and model.reversible=False"
+    )
 
 
 def with_recurrence(config, **changes):

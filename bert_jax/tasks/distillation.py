@@ -31,7 +31,8 @@ from bert_jax import workdir as workdir_lib
 from bert_jax.config_fields import option
 from bert_jax.errors import UserInputError
 from bert_jax.models import families
-from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
+from bert_jax.models.config import ModelConfig, stored_model_section
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.tasks import trunk
 from bert_jax.tasks.cross_entropy import softmax_cross_entropy
 from bert_jax.tasks.interface import TaskDefaults

@@ -19,7 +19,8 @@ from bert_jax import names
 from bert_jax import workdir as workdir_lib
 from bert_jax.data import bpe_tokenization
 from bert_jax.errors import UserInputError
-from bert_jax.models.config import ModelConfig, model_config_from_dict, stored_model_section
+from bert_jax.models import families
+from bert_jax.models.config import ModelConfig, stored_model_section
 from bert_jax.tasks import registry
 
 VOCAB_FILE = "vocab.txt"
@@ -69,7 +70,7 @@ def read_run(path: str, flag: str = "--input") -> Run:
     )["params"]
   return Run(
     params=params,
-    model=model_config_from_dict(stored_model_section(config)),
+    model=families.model_config_from_dict(stored_model_section(config)),
     config=config,
     step_dir=step_dir,
   )
@@ -116,7 +117,9 @@ def write_converted(
       (with its merges.txt) or a SentencePiece ``.model`` keeps its name; None if unknown.
     lowercase: whether that vocab is uncased.
   """
-  config = {"model": json.loads(json.dumps(dataclasses.asdict(model))), "converted_from": source}
+  # Every family's sections, as a run stores its model (a Hugging Face reader gives its own).
+  model_json = json.loads(json.dumps(families.complete(model).to_dict()))
+  config = {"model": model_json, "converted_from": source}
   if vocab_path is not None:
     name = epath.Path(vocab_path).name if vocab_path.endswith((".json", ".model")) else VOCAB_FILE
     for path in [vocab_path, *bpe_tokenization.companion_files(vocab_path)]:

@@ -9,12 +9,12 @@ key) wins; whether it fits the checkpoint is checked against the checkpoint's pa
 (`bert_jax.train.init_from.check_fits`), which names the keys to drop or change. Keys the source does not record keep the `ModelConfig` defaults (BERT-base).
 """
 
-import dataclasses
-
 from bert_jax import workdir as workdir_lib
-from bert_jax.models.config import MODEL_SIZES, ModelConfig, stored_model_section
+from bert_jax.models import families
+from bert_jax.models.config import MODEL_SIZES, stored_model_section
 
-_MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
+# The keys of a stored model section, the families' sections included.
+_MODEL_KEYS = frozenset(families.model_config_from_dict({}).to_dict())
 
 
 def explicit_model_keys(model_section: dict) -> dict:
@@ -77,7 +77,7 @@ def resolve_model_section(model_section: dict, init_from, workdir: str | None = 
     workdir: the run's workdir; when it holds checkpoints it is the source (resume).
 
   Returns:
-    A section for `bert_jax.models.config.model_config_from_dict`.
+    A section for `bert_jax.models.families.model_config_from_dict`.
   """
   explicit = explicit_model_keys(model_section)
   stored = source_model_section(init_from, workdir)

@@ -10,7 +10,6 @@ has (another depth or layout), except a pooler the checkpoint lacks (fresh init)
 optimizer state, step, rng and data position are never taken over.
 """
 
-import dataclasses
 import json
 
 import jax
@@ -48,7 +47,7 @@ def _differing_model_keys(stored_model: dict, model_config) -> str:
   if model_config is None or not stored_model:
     return ""
   # JSON's view of ours (tuples as lists), compared key by key, nested sections dotted.
-  ours = _dotted(json.loads(json.dumps(dataclasses.asdict(model_config))))
+  ours = _dotted(json.loads(json.dumps(model_config.to_dict())))
   theirs = _dotted(stored_model)
   diffs = [
     f"--config.model.{k}={theirs[k]}" for k in sorted(theirs) if k in ours and theirs[k] != ours[k]

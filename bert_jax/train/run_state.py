@@ -1,6 +1,5 @@
 """Starting a run: the resolved config in the workdir, then resume > init_from > scratch."""
 
-import dataclasses
 import json
 
 import jax
@@ -26,7 +25,7 @@ def resolved_config(
   relative to it so it can be moved.
   """
   resolved = json.loads(config.to_json_best_effort())
-  resolved["model"] = json.loads(json.dumps(dataclasses.asdict(model)))
+  resolved["model"] = json.loads(json.dumps(model.to_dict()))
   if lowercase is not None:
     resolved.setdefault("data", {})["lowercase"] = lowercase
   return workdir_lib.Workdir.at(workdir).relative_paths(resolved)

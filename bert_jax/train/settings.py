@@ -15,7 +15,8 @@ from bert_jax.config_fields import from_section, option
 from bert_jax.data.pretraining_config import PretrainingDataConfig
 from bert_jax.errors import UserInputError
 from bert_jax.models.attention import kinds as attention_kinds
-from bert_jax.models.config import ModelConfig, model_config_from_dict
+from bert_jax.models.config import ModelConfig
+from bert_jax.models.families import model_config_from_dict
 from bert_jax.parallel.mesh import MeshConfig
 from bert_jax.tasks import registry
 from bert_jax.tasks.distillation import DistillationConfig

@@ -140,7 +140,7 @@ def fingerprint(params, model_config) -> str:
 
   sums = jax.device_get(jax.jit(lambda p: jax.tree.map(leaf_sums, p))(params))
   digest = hashlib.sha256()
-  digest.update(json.dumps(dataclasses.asdict(model_config), sort_keys=True).encode())
+  digest.update(json.dumps(model_config.to_dict(), sort_keys=True).encode())
   for path, value in sorted(traverse_util.flatten_dict(sums, sep="/").items()):
     digest.update(f"{path}:{int(value[0])}:{int(value[1])};".encode())
   return digest.hexdigest()[:16]

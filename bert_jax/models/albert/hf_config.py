@@ -8,6 +8,7 @@ FFN-only sharing and other groupings have no counterpart on the other side, and 
 
 from bert_jax import names
 from bert_jax.errors import UserInputError
+from bert_jax.models.albert import options
 from bert_jax.models.config import ModelConfig, model_config_from_dict
 from bert_jax.models.interop import hf_config
 from bert_jax.models.interop.config_table import ConfigTable
@@ -62,7 +63,7 @@ def model_config(values, source: str) -> ModelConfig:
     )
   fields = _TABLE.read(values, source)
   fields.update(family=names.ALBERT, albert={"layer_sharing": _sharing(values, source)})
-  return model_config_from_dict(fields)
+  return model_config_from_dict(fields, options.SECTIONS)
 
 
 def config_json(config: ModelConfig, architecture: str) -> dict:

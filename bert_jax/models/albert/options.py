@@ -45,3 +45,7 @@ class AlbertOptions:
         f"{self.layer_sharing!r} is not "
         "supported; use model.albert.layer_sharing 'all' or 'none', or scan_layers=False"
       )
+
+
+# The config section(s) of family albert (`family_spec.Family.sections`).
+SECTIONS = {"albert": AlbertOptions}

@@ -3,6 +3,7 @@
 from bert_jax import names
 from bert_jax.models.electra import hf as hf_electra
 from bert_jax.models.electra import model as electra
+from bert_jax.models.electra import options
 from bert_jax.models.family_spec import REPLACED_TOKEN_DETECTION, Family, HfInterop
 
 FAMILY = Family(
@@ -22,4 +23,5 @@ FAMILY = Family(
     pair="generator",
     read_alone=hf_electra.read_alone,  # A generator alone (ElectraForMaskedLM).
   ),
+  sections=options.SECTIONS,
 )

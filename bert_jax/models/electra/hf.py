@@ -257,7 +257,7 @@ def model_config_from_hf(discriminator: dict, generator: dict | None, source: st
     generator_intermediate_size=gen.intermediate_size,
     generator_num_layers=gen.num_layers,
   )
-  return dataclasses.replace(config, electra=options)
+  return config.with_sections(electra=options)
 
 
 def lone_generator_config_from_hf(values: dict, source: str) -> ModelConfig:
@@ -267,7 +267,7 @@ def lone_generator_config_from_hf(values: dict, source: str) -> ModelConfig:
     config,
     family=names.ELECTRA,
     embedding_size=_embedding_size(values, config),
-    electra=ElectraOptions(lone_generator=True),
+    family_sections=config.family_sections.replace(electra=ElectraOptions(lone_generator=True)),
   )
 
 
@@ -278,7 +278,8 @@ def _bert_like(values, source: str) -> ModelConfig:
       f"{source} describes a {kind!r} model, not an ELECTRA (model_type 'electra')"
     )
   # ELECTRA's config.json is BERT's plus embedding_size; the BERT reader checks the rest.
-  return hf_config.model_config_from_bert_config(dict(values, model_type="bert"), source)
+  config = hf_config.model_config_from_bert_config(dict(values, model_type="bert"), source)
+  return config.with_sections(electra=ElectraOptions())
 
 
 def _embedding_size(values: dict, config: ModelConfig) -> int:

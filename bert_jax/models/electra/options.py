@@ -59,6 +59,10 @@ class ElectraOptions:
       generator_config(config)
 
 
+# The config section(s) of family electra (`family_spec.Family.sections`).
+SECTIONS = {"electra": ElectraOptions}
+
+
 def generator_config(config):
   """The generator's `ModelConfig`, derived from the discriminator's.
 

@@ -3,7 +3,7 @@
 from bert_jax import names
 from bert_jax.models import flops
 from bert_jax.models.family_spec import Family
-from bert_jax.models.roberta import hf
+from bert_jax.models.roberta import hf, options
 from bert_jax.models.roberta.model import RobertaEncoder, RobertaForMaskedLM
 
 FAMILY = Family(
@@ -13,4 +13,5 @@ FAMILY = Family(
   train_flops=flops.masked_lm_train_flops,
   sentence_head=False,
   hf=hf.interop(names.ROBERTA, "roberta", "RoBERTa", "Roberta"),
+  sections=options.SECTIONS,
 )

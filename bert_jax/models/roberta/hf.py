@@ -73,7 +73,8 @@ def model_config(values, source: str, family: str) -> ModelConfig:
       f"{source} has pad_token_id={pad!r}; RoBERTa counts positions past that index, so it "
       f"must be an int in [0, max_position_embeddings - 1 = {config.max_position_embeddings - 1})"
     )
-  return dataclasses.replace(config, family=family, roberta=RobertaOptions(padding_idx=pad))
+  sections = config.family_sections.replace(roberta=RobertaOptions(padding_idx=pad))
+  return dataclasses.replace(config, family=family, family_sections=sections)
 
 
 def config_json(config: ModelConfig, architecture: str, model_type: str) -> dict:

@@ -21,3 +21,7 @@ class RobertaOptions:
       raise UserInputError(
         f"model.roberta.padding_idx={self.padding_idx!r} must be an int >= 0 (fairseq's is 1)"
       )
+
+
+# The config section(s) of families roberta and xlm_roberta (`family_spec.Family.sections`).
+SECTIONS = {"roberta": RobertaOptions}

@@ -67,6 +67,10 @@ class AdaptiveOptions:
       )
 
 
+# The config section(s) of family transformer_xl (`family_spec.Family.sections`).
+SECTIONS = {"adaptive": AdaptiveOptions}
+
+
 def clusters(config):
   """[(first id, end id, table width)] per cluster of a `ModelConfig` (one without cutoffs)."""
   options = config.adaptive

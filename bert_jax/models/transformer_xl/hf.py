@@ -25,6 +25,7 @@ from bert_jax.models.interop import config_table, weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.recurrence_options import check_own_layers
 from bert_jax.models.transformer_xl import adaptive_config, adaptive_softmax
 from bert_jax.models.transformer_xl.model import TransformerXLLMHeadModel
 
@@ -104,7 +105,7 @@ def model_config(values, source: str) -> ModelConfig:
     adaptive={"cutoffs": cutoffs, "div_val": values.get("div_val", 1), "tie_projs": tie_projs},
   )
   try:
-    return model_config_from_dict(fields)
+    return model_config_from_dict(fields, adaptive_config.SECTIONS, check_own_layers)
   except UserInputError as error:
     raise UserInputError(f"{source}: {error}") from None
 

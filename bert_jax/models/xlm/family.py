@@ -3,7 +3,7 @@
 from bert_jax import names
 from bert_jax.models import flops
 from bert_jax.models.family_spec import CROSS_LINGUAL_LM, Family, module_interop
-from bert_jax.models.xlm import hf
+from bert_jax.models.xlm import hf, options
 from bert_jax.models.xlm.model import XlmEncoder, XlmWithLMHead
 
 FAMILY = Family(
@@ -16,4 +16,5 @@ FAMILY = Family(
   sentence_head=False,
   hf=module_interop("XLM", hf),
   languages=lambda config: config.xlm.languages,
+  sections=options.SECTIONS,
 )

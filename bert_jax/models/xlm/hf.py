@@ -18,6 +18,7 @@ from bert_jax.models.interop import weight_table
 from bert_jax.models.interop.config_table import ConfigTable
 from bert_jax.models.interop.hf_state import HfState
 from bert_jax.models.interop.weight_table import Row
+from bert_jax.models.xlm import options as xlm_options
 from bert_jax.models.xlm.model import XlmWithLMHead
 
 MODEL_TYPE = "xlm"
@@ -122,7 +123,8 @@ def model_config(values, source: str) -> ModelConfig:
       intermediate_size=4 * fields["hidden_size"],  # transformers' XLM fixes it.
       type_vocab_size=1,
       xlm=xlm,
-    )
+    ),
+    xlm_options.SECTIONS,
   )
 
 

@@ -71,3 +71,7 @@ class XlmOptions:
         f"language {name!r} is not one of model.xlm.languages={self.languages}; add it there"
       )
     return self.languages.index(name)
+
+
+# The config section(s) of family xlm (`family_spec.Family.sections`).
+SECTIONS = {"xlm": XlmOptions}

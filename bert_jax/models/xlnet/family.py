@@ -3,6 +3,7 @@
 from bert_jax import names
 from bert_jax.models import flops
 from bert_jax.models.family_spec import PERMUTATION_LM, Family, module_interop
+from bert_jax.models.recurrence_options import check_own_layers
 from bert_jax.models.xlnet import hf as xlnet_weights
 from bert_jax.models.xlnet.model import XLNetEncoder, XLNetForPreTraining, XLNetLMHeadModel
 
@@ -15,4 +16,5 @@ FAMILY = Family(
   sentence_head=False,
   causal_lm_model=XLNetLMHeadModel,
   hf=module_interop("XLNet", xlnet_weights),
+  check_config=check_own_layers,
 )
