@@ -45,10 +45,12 @@ def single_device_step():
 
 
 def _sharding_config(**overrides):
-  """`helpers.small_config` as ELECTRA: discriminator H=128 A=4 E=64, generator H=32 A=4."""
+  """`helpers.small_config` as ELECTRA: discriminator H=128 A=4 E=64, generator H=32 A=4, one
+  layer each (a mesh splits every layer alike; one compiles in about half the time of two)."""
   return helpers.small_config(
     **{
       "model.family": "electra",
+      "model.num_layers": 1,
       "model.embedding_size": 64,
       # Four generator heads (the fraction gives one) so mesh.tensor=4 splits them too.
       "model.electra.generator_num_heads": 4,
