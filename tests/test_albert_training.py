@@ -128,6 +128,9 @@ def _classification(files, init_from, steps=40):
     "data.glue_task": "mrpc",
     "data.max_seq_length": 64,
     "optimizer.learning_rate": 1e-3,
+    # The worker's compilation cache (tests/conftest.py), not the workdir's: both fine-tuning
+    # tests compile the same train and eval steps, the second loads them.
+    "compilation_cache_dir": "",
   }
   return finetune_fixtures.set_keys(finetune_config("classification"), values)
 

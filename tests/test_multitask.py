@@ -68,12 +68,15 @@ def _subdir(directory, name):
 
 
 STEPS = 96
+# The run's first checkpoint, where the resume test "kills" it: late, so that resuming retrains
+# only the last few steps (the eval at STEPS and the data position still carry over).
+KILLED_AT = 88
 
 
 @pytest.fixture(scope="module")
 def multitask_run(tiny_pretrained_workdir, files, tmp_path_factory):
   """MRPC- and STS-B-layout classification and a CoNLL tagging member, trained together from
-  the pretrained model (checkpoints at the half and the end, both kept)."""
+  the pretrained model (checkpoints at `KILLED_AT` and the end, both kept)."""
   members = [
     _member("mrpc", "classification", files["mrpc"], glue_task="mrpc"),
     _member("stsb", "classification", files["stsb"], glue_task="stsb"),
@@ -83,7 +86,7 @@ def multitask_run(tiny_pretrained_workdir, files, tmp_path_factory):
     members,
     tiny_pretrained_workdir,
     STEPS,
-    checkpoint_every_steps=STEPS // 2,
+    checkpoint_every_steps=KILLED_AT,
     max_checkpoints_to_keep=2,
   )
   workdir = tmp_path_factory.mktemp("multitask_run")
@@ -138,9 +141,12 @@ def test_sharded_member_step_equals_the_single_task_step(files):
   run = data.batches("train", 0, 8, 0, 1)
   batches = [next(run), next(run)]  # Round robin: an mrpc batch, then a tagging batch.
   assert [int(b["task_id"][0]) for b in batches] == [0, 1]
+  # One encoder layer: a mesh splits every layer alike, and one compiles in about half the time.
+  depth = {"model.num_layers": 1}
   sharded = _data_config(
     files,
     global_batch_size=8,
+    **depth,
     **{"data.sampling": "round_robin", "mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2},
   )
   params, metrics = _train_steps(sharded, data, jax.devices(), batches)
@@ -149,6 +155,7 @@ def test_sharded_member_step_equals_the_single_task_step(files):
     dict(
       finetune_fixtures.model_overrides(),
       global_batch_size=8,
+      **depth,
       **{
         "mesh.data": 1,
         "data.glue_task": "mrpc",
@@ -185,7 +192,7 @@ def test_kill_and_resume_equals_the_uninterrupted_run(multitask_run, tmp_path):
   killed = tmp_path / "killed"
   shutil.copytree(workdir, killed)
   shutil.rmtree(killed / "checkpoints" / str(STEPS))
-  assert run_helpers.checkpoint_steps(killed) == [STEPS // 2]
+  assert run_helpers.checkpoint_steps(killed) == [KILLED_AT]
   train_and_evaluate(config, str(killed))
   expected = run_helpers.restore_params(workdir, STEPS)
   actual = run_helpers.restore_params(killed, STEPS)

@@ -146,7 +146,7 @@ def _train(settings, steps, seed=0):
   )
   model = task.model(deterministic=True)
   example = task.model_inputs({k: jnp.asarray(v) for k, v in task.example_batch(1).items()})
-  params = nn.unbox(model.init(jax.random.key(seed), *example)["params"])
+  params = nn.unbox(jax.jit(model.init)(jax.random.key(seed), *example)["params"])
   optimizer = optax.adam(3e-3)
 
   @jax.jit
@@ -191,7 +191,7 @@ def test_tlm_recovers_a_masked_word_from_its_translation_and_mlm_cannot(corpus, 
   batch, positions, targets = _probe(probe_data, np.random.default_rng(0))
   for objective in ("tlm", "none"):
     model, params = _train(_settings(root, tmp_path, **{"data.objective": objective}), steps=200)
-    logits = model.apply(
+    logits = jax.jit(model.apply)(  # One compile instead of each op's own.
       {"params": params},
       batch["input_ids"],
       None,
