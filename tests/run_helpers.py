@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from bert_jax.data import default_corpus
 from tests import xla_options
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -196,3 +197,29 @@ def _flatten(tree, prefix=()):
       yield from _flatten(value, prefix + (key,))
     else:
       yield prefix + (key,), value
+
+
+def small_corpus(directory, documents=24, sentences=40):
+  """The first ``documents`` documents of the embedded corpus, ``sentences`` lines each, as a
+  text file in ``directory``; returns its path.
+
+  A run on the whole embedded corpus spends more time splitting and tokenising its 97
+  documents than a few steps of bert_tiny take to compile and train; tests whose point is not
+  the data (resume, preemption, locks, errors) train on this share of it instead.
+  """
+  text = pathlib.Path(default_corpus.default_corpus_path()).read_text(encoding="utf-8")
+  kept = ["\n".join(d.splitlines()[:sentences]) for d in text.split("\n\n")[:documents]]
+  path = pathlib.Path(directory) / "small_corpus.txt"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("\n\n".join(kept) + "\n", encoding="utf-8")
+  return path
+
+
+def quick_flags(directory, **overrides):
+  """`small_flags` on `small_corpus` (written into ``directory``), a fifth of it held out."""
+  values = {
+    "data.corpus_paths": f"('{small_corpus(directory)}',)",
+    "data.eval_fraction": 0.2,
+    **overrides,
+  }
+  return small_flags(**values)

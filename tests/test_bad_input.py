@@ -1,9 +1,33 @@
 """Bad input to `bert_jax.main`: a one-line error naming problem and fix, non-zero exit, and
-nothing in the workdir overwritten."""
+nothing in the workdir overwritten.
 
+The refused runs are in-process (`main.run` returns the status that `python -m bert_jax.main`
+exits with); one real process checks that a refused run's exit status is non-zero."""
+
+import sys
+from typing import NamedTuple
+
+import jax
 import pytest
 
+from bert_jax import main
 from tests import run_helpers
+
+# Keep jax's process-wide compilation cache settings alone (main would point them at a workdir).
+_NO_CACHE = "--config.compilation_cache_dir="
+
+
+class _Result(NamedTuple):
+  returncode: int
+  stderr: str
+
+
+def _run(capsys, workdir, flags):
+  """`bert_jax.main` on configs/bert_tiny.py in this process: its status and stderr."""
+  sys.modules.pop("config_config", None)  # config_flags re-executes config files into it.
+  capsys.readouterr()
+  status = main.run(run_helpers.main_command(workdir, [*flags, _NO_CACHE])[2:])
+  return _Result(status, capsys.readouterr().err)
 
 
 def _error_line(result):
@@ -22,12 +46,12 @@ def _error_line(result):
       ["--config.data.max_seq_length=256"],
       "max_seq_length=256 exceeds model.max_position_embeddings=128",
     ),
-    (["--config.mesh.data=3"], "does not divide the 1 devices"),
+    (["--config.mesh.data=3"], f"does not divide the {jax.device_count()} devices"),
   ],
   ids=["missing_corpus", "missing_vocab", "vocab_size", "heads", "seq_len", "mesh"],
 )
-def test_bad_config_values_fail_with_one_line(tmp_path, flags, expected):
-  result = run_helpers.run_main(tmp_path, flags)
+def test_bad_config_values_fail_with_one_line(tmp_path, capsys, flags, expected):
+  result = _run(capsys, tmp_path, flags)
   assert result.returncode == 2, result.stderr[-2000:]
   line = _error_line(result)
   assert line.startswith("error: ") and expected in line, result.stderr[-2000:]
@@ -44,26 +68,29 @@ def _snapshot(directory):
   return {p: p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()}
 
 
-def test_workdir_of_another_model_is_refused_and_kept(tmp_path):
+def test_workdir_of_another_model_is_refused_and_kept(tmp_path, capsys):
+  # The run to refuse trains in a child on one device (in this process it would compile for
+  # the 8 fake devices); the refusals happen before anything compiles.
   first = run_helpers.run_main(
-    tmp_path, run_helpers.small_flags(num_train_steps=2, checkpoint_every_steps=2)
+    tmp_path / "run", run_helpers.quick_flags(tmp_path, num_train_steps=2, checkpoint_every_steps=2)
   )
   assert first.returncode == 0, first.stderr[-2000:]
-  before = _snapshot(tmp_path)
-  wider = run_helpers.small_flags(
-    num_train_steps=4, **{"model.hidden_size": 64, "model.intermediate_size": 256}
+  workdir = tmp_path / "run"
+  before = _snapshot(workdir)
+  wider = run_helpers.quick_flags(
+    tmp_path, num_train_steps=4, **{"model.hidden_size": 64, "model.intermediate_size": 256}
   )
-  result = run_helpers.run_main(tmp_path, wider)
+  result = _run(capsys, workdir, wider)
   assert result.returncode == 2
   assert "model.hidden_size=128 but the config says 64" in _error_line(result)
-  assert _snapshot(tmp_path) == before
+  assert _snapshot(workdir) == before
   # Without config.json the checkpoint's own shapes still refuse the other model.
-  (tmp_path / "config.json").unlink()
-  result = run_helpers.run_main(tmp_path, wider)
+  (workdir / "config.json").unlink()
+  result = _run(capsys, workdir, wider)
   assert result.returncode == 2
   line = _error_line(result)
   assert "checkpoints/2 holds params/" in line and "written by another model" in line, line
-  assert {p: t for p, t in _snapshot(tmp_path).items() if p.name != "config.json"} == {
+  assert {p: t for p, t in _snapshot(workdir).items() if p.name != "config.json"} == {
     p: t for p, t in before.items() if p.name != "config.json"
   }
 

@@ -41,7 +41,9 @@ def small_disk(tmp_path):
 
 def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(small_disk):
   workdir = small_disk / "run"
-  flags = run_helpers.small_flags(num_train_steps=8, checkpoint_every_steps=4, log_every_steps=4)
+  flags = run_helpers.quick_flags(
+    small_disk.parent, num_train_steps=8, checkpoint_every_steps=4, log_every_steps=4
+  )
   # Only checkpoints fill this disk; the compiled programs sit beside it, where the resumed run
   # loads them instead of compiling again.
   flags.append(f"--config.compilation_cache_dir={small_disk.parent / 'xla_cache'}")

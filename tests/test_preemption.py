@@ -35,7 +35,9 @@ def _train_rows(workdir):
 
 
 def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path):
-  flags = run_helpers.small_flags(num_train_steps=40, checkpoint_every_steps=16, log_every_steps=4)
+  flags = run_helpers.quick_flags(
+    tmp_path, num_train_steps=40, checkpoint_every_steps=16, log_every_steps=4
+  )
   # One compilation cache for the three runs: the killed and the resumed run load the straight
   # run's programs (the same executables, so the bitwise comparison still holds).
   flags.append(f"--config.compilation_cache_dir={tmp_path / 'xla_cache'}")
@@ -76,7 +78,7 @@ def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path)
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
-  flags = run_helpers.small_flags(num_train_steps=500, checkpoint_every_steps=1000)
+  flags = run_helpers.quick_flags(tmp_path, num_train_steps=500, checkpoint_every_steps=1000)
   log_path = tmp_path / "run.log"
   with open(log_path, "w") as log:
     process = subprocess.Popen(

@@ -32,7 +32,7 @@ def test_two_tiny_runs_started_at_once_without_jax_platforms_print_no_accelerato
     subprocess.Popen(
       run_helpers.main_command(
         tmp_path / f"run{i}",
-        run_helpers.small_flags(num_train_steps=2, checkpoint_every_steps=2),
+        run_helpers.quick_flags(tmp_path, num_train_steps=2, checkpoint_every_steps=2),
       ),
       env=environment,
       cwd=run_helpers.REPO,

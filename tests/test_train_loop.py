@@ -11,8 +11,8 @@ from tests import run_helpers
 def test_trains_logs_and_resumes(tmp_path):
   first = run_helpers.run_main(
     tmp_path,
-    run_helpers.small_flags(
-      num_train_steps=12, eval_every_steps=12, **{"optimizer.learning_rate": 3e-3}
+    run_helpers.quick_flags(
+      tmp_path, num_train_steps=12, eval_every_steps=12, **{"optimizer.learning_rate": 3e-3}
     ),
   )
   assert first.returncode == 0, first.stderr[-3000:]
@@ -41,7 +41,7 @@ def test_trains_logs_and_resumes(tmp_path):
       logged[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
   assert logged[("train/mlm_loss", 12)] == pytest.approx(rows[-1]["mlm_loss"], rel=1e-6)
   # Running again with more steps resumes at step 12 instead of starting over.
-  second = run_helpers.run_main(tmp_path, run_helpers.small_flags(num_train_steps=14))
+  second = run_helpers.run_main(tmp_path, run_helpers.quick_flags(tmp_path, num_train_steps=14))
   assert second.returncode == 0, second.stderr[-3000:]
   assert "Resuming from" in second.stderr
   steps = [r["step"] for r in run_helpers.read_metrics(tmp_path)]
@@ -50,7 +50,8 @@ def test_trains_logs_and_resumes(tmp_path):
 
 def test_nonfinite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
   # A huge learning rate blows the params up after the first update.
-  flags = run_helpers.small_flags(
+  flags = run_helpers.quick_flags(
+    tmp_path,
     num_train_steps=8,
     checkpoint_every_steps=1,
     **{"optimizer.learning_rate": 1e30, "optimizer.warmup_steps": 0},
@@ -68,7 +69,7 @@ def test_two_processes_give_the_same_losses_as_one(tmp_path):
   """Two tasks started the way srun starts them (its variables, no coordinator flags) join one
   run of 4 devices; its checkpoint resumes in one process on one device. (Open MPI's variables
   join the two-process run of test_recurrent_training.py.)"""
-  flags = run_helpers.small_flags(num_train_steps=4, checkpoint_every_steps=4)
+  flags = run_helpers.quick_flags(tmp_path, num_train_steps=4, checkpoint_every_steps=4)
   single = run_helpers.run_main(tmp_path / "one", flags, devices=4)
   assert single.returncode == 0, single.stderr[-3000:]
   run = run_helpers.run_two_processes(tmp_path / "two", flags, launcher="slurm")
@@ -88,7 +89,7 @@ def test_two_processes_give_the_same_losses_as_one(tmp_path):
     rtol=1e-5,
     atol=1e-6,
   )
-  more = run_helpers.small_flags(num_train_steps=5, checkpoint_every_steps=4)
+  more = run_helpers.quick_flags(tmp_path, num_train_steps=5, checkpoint_every_steps=4)
   resumed = run_helpers.run_main(tmp_path / "two", more, devices=1)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resuming from" in resumed.stderr

@@ -101,7 +101,9 @@ def test_the_lease_is_renewed_and_a_lost_lock_stops_the_run(tmp_path):
 def test_two_runs_at_once_one_trains_the_other_exits_2_naming_it(tmp_path):
   workdir = tmp_path / "run"
   _kill(_start_holder(workdir))  # A SIGKILLed run's lock is left behind.
-  flags = run_helpers.small_flags(num_train_steps=4, checkpoint_every_steps=4, eval_every_steps=4)
+  flags = run_helpers.quick_flags(
+    tmp_path, num_train_steps=4, checkpoint_every_steps=4, eval_every_steps=4
+  )
   runs = [
     subprocess.Popen(
       run_helpers.main_command(workdir, flags),
