@@ -209,6 +209,8 @@ class Hide:
 
 sys.meta_path[:] = [Hide(f) for f in sys.meta_path]
 assert importlib.util.find_spec("tensorflow") is None
+"""
+_RUN_MODULE = """
 module, sys.argv = sys.argv[1], sys.argv[1:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
@@ -217,7 +219,7 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 def _run_tool(module, *argv):
   """The finished process of ``python -m module argv`` on a host without TensorFlow."""
   return subprocess.run(
-    [sys.executable, "-c", _NO_TENSORFLOW, module, *argv],
+    [sys.executable, "-c", _NO_TENSORFLOW + _RUN_MODULE, module, *argv],
     cwd=run_helpers.REPO,
     env=run_helpers.env(OMP_NUM_THREADS="1"),  # torch: see one_torch_thread.
     capture_output=True,
@@ -287,19 +289,74 @@ def test_benchmark_variants_times_profiles_and_compiles_each_variant_its_way(tmp
   assert table[-1] == {key: totals["default"][key] for key in ("op", "ms_per_step", "share", "ops")}
 
 
-@pytest.mark.parametrize(
-  "module, argv, message",
-  [
-    ("bert_jax.bench.profile_table", ["--trace_dir={tmp}"], "no *.xplane.pb under --trace_dir="),
-    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a:prng=philox"], "prng='philox'"),
-    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a", "--variant=a"], "names repeat"),
-    ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a:model.hidden=3"], "no key 'hidden'"),
-  ],
-)
-def test_variant_and_trace_tools_refuse_bad_input_in_one_line(tmp_path, module, argv, message):
-  result = _run_tool(module, *(arg.format(tmp=tmp_path) for arg in argv))
-  assert result.returncode == 2, result.stderr[-2000:]
-  last = result.stderr.strip().splitlines()[-1]
+# Bad input for each tool, the one-line error it must end with, and an id.
+_REFUSALS = {
+  "no_trace": (
+    "bert_jax.bench.profile_table",
+    ["--trace_dir={tmp}"],
+    "no *.xplane.pb under --trace_dir=",
+  ),
+  "prng": ("bert_jax.bench.benchmark_variants", [TINY, "--variant=a:prng=philox"], "prng='philox'"),
+  "repeat": (
+    "bert_jax.bench.benchmark_variants",
+    [TINY, "--variant=a", "--variant=a"],
+    "names repeat",
+  ),
+  "no_key": (
+    "bert_jax.bench.benchmark_variants",
+    [TINY, "--variant=a:model.hidden=3"],
+    "no key 'hidden'",
+  ),
+}
+
+# After _NO_TENSORFLOW's finders: runs each [module, *argv] of the JSON list in argv[1] as its
+# command line would (one module per process: the tools define their absl flags globally),
+# and prints each run's exit status and stderr as one JSON list.
+_RUN_EACH = """
+import contextlib, importlib, io, json, sys
+from bert_jax.cli import runner
+results = []
+for module, *argv in json.loads(sys.argv[1]):
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr):
+    status = runner.run_absl(importlib.import_module(module).main, [module, *argv])
+  results.append([status, stderr.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+  """{id: (exit status, stderr)} of each `_REFUSALS` run, one process per tool on a host without
+  TensorFlow (an interpreter's start and imports are most of a refusal's time)."""
+  tmp = tmp_path_factory.mktemp("refusals")
+  by_module = {}
+  for name, (module, argv, _) in _REFUSALS.items():
+    by_module.setdefault(module, []).append((name, [arg.format(tmp=tmp) for arg in argv]))
+  results = {}
+  for module, cases in by_module.items():
+    runs = json.dumps([[module, *argv] for _, argv in cases])
+    child = subprocess.run(
+      [sys.executable, "-c", _NO_TENSORFLOW + _RUN_EACH, runs],
+      cwd=run_helpers.REPO,
+      env=run_helpers.env(),
+      capture_output=True,
+      text=True,
+      timeout=300,
+      check=False,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    lines = json.loads(child.stdout.strip().splitlines()[-1])
+    results.update((name, tuple(line)) for (name, _), line in zip(cases, lines))
+  return results
+
+
+@pytest.mark.parametrize("name", list(_REFUSALS))
+def test_variant_and_trace_tools_refuse_bad_input_in_one_line(refusals, name):
+  status, stderr = refusals[name]
+  assert status == 2, stderr[-2000:]
+  last = stderr.strip().splitlines()[-1]
+  message = _REFUSALS[name][2]
   assert last.startswith("error: ") and message in last, last
 
 

@@ -22,7 +22,7 @@ from bert_jax.train import run_state, setup
 from bert_jax.train import settings as settings_lib
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, run_helpers, xla_options
 
 
 def _config(task, init_from, steps=40, **overrides):
@@ -68,15 +68,17 @@ def mrpc_workdir(tiny_pretrained_workdir, mrpc_files, tmp_path_factory):
   """MRPC-layout classification fine-tuned from the pretraining workdir; it predicts a test
   file (the dev rows in test.tsv's layout) and writes its dev predictions."""
   workdir = tmp_path_factory.mktemp("mrpc_run")
-  train_and_evaluate(
-    _glue(
-      "mrpc",
-      mrpc_files,
-      tiny_pretrained_workdir,
-      **{"data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True},
-    ),
-    str(workdir),
-  )
+  # 40 steps of 32 x 64 tokens: XLA's optimisations save more run time than they cost to compile.
+  with xla_options.optimized_xla():
+    train_and_evaluate(
+      _glue(
+        "mrpc",
+        mrpc_files,
+        tiny_pretrained_workdir,
+        **{"data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True},
+      ),
+      str(workdir),
+    )
   return workdir
 
 
@@ -109,6 +111,7 @@ def test_test_and_dev_predictions_are_written_as_the_leaderboard_wants(mrpc_work
   assert np.mean(np.array(predicted) == np.array(labels)) == pytest.approx(row["accuracy"])
 
 
+@pytest.mark.optimized_xla
 def test_regression_from_converted_hugging_face_weights(tmp_path):
   """STS-B-layout regression from a random-init transformers BertForPreTraining, converted
   with `bert_jax.tools.convert` (its vocab.txt then serves as the run's vocab)."""
@@ -136,6 +139,7 @@ def test_regression_from_converted_hugging_face_weights(tmp_path):
   assert metrics["spearman"] > 0.5 and metrics["pearson"] > 0.5, metrics  # Chance: 0.
 
 
+@pytest.mark.optimized_xla
 def test_multiple_choice_from_a_pretraining_workdir(tiny_pretrained_workdir, tmp_path):
   train, dev = finetune_fixtures.write_swag_files(tmp_path)
   metrics = train_and_evaluate(

@@ -194,13 +194,13 @@ def _backward_temp_bytes(config):
 def test_reversible_scratch_memory_does_not_grow_with_depth():
   sizes = {}
   for is_reversible in (True, False):
-    for depth in (2, 8):
+    for depth in (2, 4):  # The ordinary stack's compile time grows with its unrolled depth.
       config = _config("lsh", reversible=is_reversible, num_layers=depth, hidden_dropout_rate=0.0)
       sizes[is_reversible, depth] = _backward_temp_bytes(config)
   # Both grow by parameter-sized buffers (stacked weights and their gradients); only the
   # ordinary stack also keeps every layer's activations for the backward pass.
-  reversible_growth = sizes[True, 8] - sizes[True, 2]
-  ordinary_growth = sizes[False, 8] - sizes[False, 2]
+  reversible_growth = sizes[True, 4] - sizes[True, 2]
+  ordinary_growth = sizes[False, 4] - sizes[False, 2]
   assert reversible_growth < 0.1 * ordinary_growth, sizes
 
 
