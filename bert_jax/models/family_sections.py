@@ -33,6 +33,11 @@ class FamilySections(Mapping):
     """
     self._sections = dict(sections)
     self._family_check = family_check
+    # What equality and the hash compare, computed once: the mapping never changes, and a
+    # `ModelConfig` is hashed whenever jax or flax looks it up as a static argument.
+    self._non_default = frozenset(
+      (name, options) for name, options in self._sections.items() if not _is_default(options)
+    )
 
   def __getitem__(self, name: str):
     return self._sections[name]
@@ -43,14 +48,11 @@ class FamilySections(Mapping):
   def __len__(self) -> int:
     return len(self._sections)
 
-  def _set(self) -> frozenset:
-    return frozenset((k, v) for k, v in self._sections.items() if not _is_default(v))
-
   def __eq__(self, other) -> bool:
-    return isinstance(other, FamilySections) and self._set() == other._set()
+    return isinstance(other, FamilySections) and self._non_default == other._non_default
 
   def __hash__(self) -> int:
-    return hash(self._set())
+    return hash(self._non_default)
 
   def __repr__(self) -> str:
     return f"FamilySections({self._sections!r})"

@@ -178,13 +178,20 @@ def check_data(task: Task, data: Any) -> None:
   protocol = PredictingData if task.predicts else TaskData
   if isinstance(data, protocol):
     return
-  members = ("batches",) + (
-    ("num_train_examples", "test_arrays", "evaluate", "test_prediction_files")
-    if task.predicts
-    else ()
-  )
-  missing = [name for name in members if not hasattr(data, name)]
+  missing = [name for name in _members(protocol) if not hasattr(data, name)]
   raise TypeError(
     f"{type(data).__name__} is not a {protocol.__name__} (tasks/interface.py): it has no "
     f"{', '.join(missing)}"
   )
+
+
+def _members(protocol) -> list[str]:
+  """The attributes and methods ``protocol`` and its protocol bases declare, own ones first."""
+  members = []
+  for cls in protocol.__mro__:
+    if cls is Protocol or not getattr(cls, "_is_protocol", False):
+      continue
+    declared = [*cls.__dict__.get("__annotations__", {})]
+    declared += [n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")]
+    members += [name for name in declared if name not in members]
+  return members
