@@ -14,6 +14,7 @@ import numpy as np
 from bert_jax.data import default_corpus, text_corpus
 from bert_jax.default_config import base_config
 from bert_jax.train.loop import train_and_evaluate
+from tests import helpers
 
 # BERT-tiny's shape (L=2, H=128, A=2, I=512) over the embedded 8192-entry vocab, with room for
 # 128-token fine-tuning sequences.
@@ -107,7 +108,7 @@ def pretrain_tiny(workdir, num_train_steps=40, **overrides):
       },
     ),
   )
-  train_and_evaluate(config, str(workdir))
+  train_and_evaluate(config, str(workdir), helpers.one_device())
   return workdir
 
 

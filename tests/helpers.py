@@ -15,6 +15,13 @@ from bert_jax.train import setup
 from bert_jax.train.settings import settings_from_config
 
 
+def one_device():
+  """The devices a learning run trains on: the first CPU device alone. Its steps run 3-4x
+  faster than on a mesh of all 8 fake devices, which share this host's cores; sharded ==
+  single-device equivalence is tested by the step tests."""
+  return jax.devices()[:1]
+
+
 def small_config(**overrides):
   """A 2-layer, 4-head BERT small enough for CPU tests, shardable 8 ways."""
   config = base_config()

@@ -8,7 +8,7 @@ import pytest
 from bert_jax.data import default_corpus
 from bert_jax.default_config import base_config, finetune_config
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, helpers, run_helpers
 
 # ALBERT-tiny's trunk: 2 applications of one shared layer, H=128, E=64, the embedded vocab.
 ALBERT_MODEL = {
@@ -49,7 +49,7 @@ def albert_workdir(tmp_path_factory):
       "optimizer.warmup_steps": 4,
     },
   )
-  train_and_evaluate(config, str(workdir))
+  train_and_evaluate(config, str(workdir), helpers.one_device())
   return workdir
 
 
@@ -113,7 +113,7 @@ def test_sop_learns_a_sentence_order_the_text_gives_away(tmp_path):
       "optimizer.warmup_steps": 25,
     },
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   # 160 eval pairs (whole batches): chance is 0.5 with a standard deviation of 0.04. Measured
   # 0.887; with labels that do not follow the swap (segments left in order) 0.556.
   assert metrics["sop_accuracy"] > 0.75, metrics
@@ -142,7 +142,9 @@ def mrpc_files(tmp_path_factory):
 
 @pytest.mark.optimized_xla
 def test_glue_fine_tuning_from_the_albert_workdir(albert_workdir, mrpc_files, tmp_path):
-  metrics = train_and_evaluate(_classification(mrpc_files, albert_workdir), str(tmp_path))
+  metrics = train_and_evaluate(
+    _classification(mrpc_files, albert_workdir), str(tmp_path), helpers.one_device()
+  )
   assert metrics["accuracy"] > 0.75 and metrics["f1"] > 0.75, metrics  # Chance: 0.5.
 
 
@@ -169,6 +171,6 @@ def test_glue_fine_tuning_from_converted_hugging_face_albert(mrpc_files, tmp_pat
     str(tmp_path / "hf"), str(tmp_path / "converted"), vocab=default_corpus.default_vocab_path()
   )
   metrics = train_and_evaluate(
-    _classification(mrpc_files, tmp_path / "converted"), str(tmp_path / "run")
+    _classification(mrpc_files, tmp_path / "converted"), str(tmp_path / "run"), helpers.one_device()
   )
   assert metrics["accuracy"] > 0.75 and metrics["f1"] > 0.75, metrics

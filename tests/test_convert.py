@@ -242,11 +242,11 @@ def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
     == 0
   )
   config.init_from = str(tmp_path / "converted")
-  train_and_evaluate(config, str(tmp_path / "run"))
+  train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   # The converted directory is a start point, not a run to resume; its files stay as they are.
   written = (tmp_path / "converted" / "config.json").read_text()
   with pytest.raises(UserInputError, match="holds converted weights.*--config.init_from="):
-    train_and_evaluate(config, str(tmp_path / "converted"))
+    train_and_evaluate(config, str(tmp_path / "converted"), helpers.one_device())
   assert (tmp_path / "converted" / "config.json").read_text() == written
   # The first update has learning rate 0 (warmup), so step 1 holds the converted params.
   converted_params = run_helpers.restore_params(tmp_path / "converted", 0)

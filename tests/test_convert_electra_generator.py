@@ -18,7 +18,7 @@ from bert_jax.models.electra.model import ElectraEncoder, ElectraForPreTraining
 from bert_jax.tasks import electra_pretraining, pretraining
 from bert_jax.tools import convert, embed, workdir_params
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, hf_reference, run_helpers
+from tests import finetune_fixtures, helpers, hf_reference, run_helpers
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -184,7 +184,7 @@ def test_fine_tuning_starts_from_the_generator(converted, tmp_path):
   config = finetune_fixtures.short_mrpc_config(
     workdir, tmp_path, num_train=16, num_eval=8, steps=2, max_seq_length=32
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["loss"] > 0, metrics
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   assert model["family"] == "electra" and model["electra"]["lone_generator"]

@@ -17,7 +17,7 @@ from bert_jax.models.roberta.model import RobertaEncoder, RobertaForMaskedLM
 from bert_jax.models.roberta.options import RobertaOptions
 from bert_jax.tools import convert, embed, train_vocab, workdir_params
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, hf_reference, run_helpers
+from tests import finetune_fixtures, helpers, hf_reference, run_helpers
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -331,7 +331,7 @@ def test_glue_fine_tuning_from_a_converted_roberta_takes_its_model(converted, tm
   config = finetune_fixtures.short_mrpc_config(
     workdir, tmp_path, num_train=32, num_eval=16, steps=4
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   assert 0.0 <= metrics["accuracy"] <= 1.0 and np.isfinite(metrics["loss"]), metrics
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   stored = json.loads((workdir / "config.json").read_text())["model"]

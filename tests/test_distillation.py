@@ -93,7 +93,7 @@ def teachers(tmp_path_factory):
 def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   teacher, other_teacher = teachers
   workdir = tmp_path / "run"
-  train_and_evaluate(_config(teacher, steps=3), str(workdir))
+  train_and_evaluate(_config(teacher, steps=3), str(workdir), helpers.one_device())
 
   # Step 1's update has learning rate 0 (warmup): its params are the student's init.
   student = run_helpers.restore_params(workdir, 1)
@@ -118,7 +118,7 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   uninterrupted = run_helpers.restore_params(workdir, 3)
   for step in (2, 3):
     shutil.rmtree(workdir / "checkpoints" / str(step))
-  train_and_evaluate(_config(teacher, steps=3), str(workdir))
+  train_and_evaluate(_config(teacher, steps=3), str(workdir), helpers.one_device())
   resumed = run_helpers.restore_params(workdir, 3)
   for name, value in uninterrupted.items():
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
@@ -129,7 +129,7 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   shutil.copytree(other_teacher / "checkpoints", teacher / "checkpoints")
   config_json = (workdir / "config.json").read_bytes()
   with pytest.raises(UserInputError, match=r"was written with teacher=.*resume with what wrote it"):
-    train_and_evaluate(_config(teacher, steps=4), str(workdir))
+    train_and_evaluate(_config(teacher, steps=4), str(workdir), helpers.one_device())
   assert (workdir / "config.json").read_bytes() == config_json
 
 
@@ -223,7 +223,9 @@ def test_bad_input_is_one_line(teachers, tmp_path, overrides, expected):
     shutil.copy(teachers[1] / "config.json", tmp_path / "teacher")
     overrides = {"distillation.teacher": str(tmp_path / "teacher")}
   with pytest.raises(UserInputError, match=expected) as error:
-    train_and_evaluate(_config(teachers[0], steps=1, **overrides), str(tmp_path / "run"))
+    train_and_evaluate(
+      _config(teachers[0], steps=1, **overrides), str(tmp_path / "run"), helpers.one_device()
+    )
   assert "\n" not in str(error.value)
   assert not (tmp_path / "run").exists()
 
@@ -254,7 +256,9 @@ STUDENT = {
 @pytest.fixture(scope="module")
 def distilled_workdir(tiny_pretrained_workdir, tmp_path_factory):
   workdir = tmp_path_factory.mktemp("distilled")
-  train_and_evaluate(_config(tiny_pretrained_workdir, STEPS, **STUDENT), str(workdir))
+  train_and_evaluate(
+    _config(tiny_pretrained_workdir, STEPS, **STUDENT), str(workdir), helpers.one_device()
+  )
   return workdir
 
 
@@ -263,7 +267,7 @@ def test_distilled_student_beats_the_same_student_from_scratch(
   distilled_workdir, tiny_pretrained_workdir, tmp_path
 ):
   scratch = _config(tiny_pretrained_workdir, STEPS, **STUDENT, task="pretraining")
-  train_and_evaluate(scratch, str(tmp_path))
+  train_and_evaluate(scratch, str(tmp_path), helpers.one_device())
   (distilled,) = run_helpers.read_metrics(distilled_workdir, "eval")
   (from_scratch,) = run_helpers.read_metrics(tmp_path, "eval")
   assert distilled["step"] == from_scratch["step"] == STEPS
@@ -294,7 +298,7 @@ def test_glue_fine_tuning_from_the_distilled_student(distilled_workdir, tmp_path
     },
   )
   config = finetune_fixtures.set_keys(finetune_config("classification"), values)
-  train_and_evaluate(config, str(tmp_path / "run"))
+  train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   (row,) = run_helpers.read_metrics(tmp_path / "run", "eval")
   assert row["accuracy"] > 0.7, row  # Chance: 0.5.
 

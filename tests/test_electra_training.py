@@ -10,7 +10,7 @@ import pytest
 
 from bert_jax.default_config import base_config, finetune_config
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers, xla_options
+from tests import finetune_fixtures, helpers, run_helpers, xla_options
 
 # configs/electra_tiny.py's model: discriminator L=2, H=128, E=64; generator H=32.
 MODEL = {
@@ -63,7 +63,7 @@ def electra_workdir(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("electra_straight")
   # Hundreds of steps: optimised code pays for its compile. The resume test compiles the same.
   with xla_options.optimized_xla():
-    train_and_evaluate(_learning_config(), str(workdir))
+    train_and_evaluate(_learning_config(), str(workdir), helpers.one_device())
   return workdir
 
 
@@ -97,7 +97,7 @@ def test_resume_from_the_middle_equals_the_uninterrupted_run(electra_workdir, tm
   rows = (resumed / "metrics.jsonl").read_text().splitlines()
   kept = [row for row in rows if json.loads(row)["step"] <= KILLED_AT]
   (resumed / "metrics.jsonl").write_text("\n".join(kept) + "\n")
-  train_and_evaluate(_learning_config(), str(resumed))
+  train_and_evaluate(_learning_config(), str(resumed), helpers.one_device())
   expected = run_helpers.restore_params(electra_workdir, STEPS)
   actual = run_helpers.restore_params(resumed, STEPS)
   assert expected.keys() == actual.keys()
@@ -136,7 +136,7 @@ def test_glue_classification_fine_tunes_from_the_discriminator(electra_workdir, 
       },
     ),
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "mrpc"))
+  metrics = train_and_evaluate(config, str(tmp_path / "mrpc"), helpers.one_device())
   assert metrics["accuracy"] > 0.8 and metrics["f1"] > 0.8, metrics  # Chance: 0.5.
   # The trunk started from the discriminator: its embeddings and projection were restored.
   restored = run_helpers.restore_params(tmp_path / "mrpc", steps)

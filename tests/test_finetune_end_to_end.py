@@ -22,7 +22,7 @@ from bert_jax.train import run_state, setup
 from bert_jax.train import settings as settings_lib
 from bert_jax.train.checkpointing import Checkpointer
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers, xla_options
+from tests import finetune_fixtures, helpers, run_helpers, xla_options
 
 
 def _config(task, init_from, steps=40, **overrides):
@@ -78,6 +78,7 @@ def mrpc_workdir(tiny_pretrained_workdir, mrpc_files, tmp_path_factory):
         **{"data.test_path": _mrpc_test_file(mrpc_files[1]), "data.write_eval_predictions": True},
       ),
       str(workdir),
+      helpers.one_device(),
     )
   return workdir
 
@@ -135,7 +136,9 @@ def test_regression_from_converted_hugging_face_weights(tmp_path):
     str(tmp_path / "hf"), str(tmp_path / "converted"), vocab=default_corpus.default_vocab_path()
   )
   files = finetune_fixtures.write_stsb_files(tmp_path)
-  metrics = train_and_evaluate(_glue("stsb", files, tmp_path / "converted"), str(tmp_path / "run"))
+  metrics = train_and_evaluate(
+    _glue("stsb", files, tmp_path / "converted"), str(tmp_path / "run"), helpers.one_device()
+  )
   assert metrics["spearman"] > 0.5 and metrics["pearson"] > 0.5, metrics  # Chance: 0.
 
 
@@ -155,6 +158,7 @@ def test_multiple_choice_from_a_pretraining_workdir(tiny_pretrained_workdir, tmp
       },
     ),
     str(tmp_path / "run"),
+    helpers.one_device(),
   )
   assert metrics["accuracy"] > 0.6, metrics  # Chance: 0.25.
 
@@ -279,7 +283,9 @@ def test_bad_input_is_one_line_naming_the_fix(tiny_pretrained_workdir, mrpc_file
   for name, (overrides, expected) in cases.items():
     with pytest.raises(UserInputError) as error:
       train_and_evaluate(
-        _glue("mrpc", (train, dev), tiny_pretrained_workdir, **overrides), str(tmp_path / name)
+        _glue("mrpc", (train, dev), tiny_pretrained_workdir, **overrides),
+        str(tmp_path / name),
+        helpers.one_device(),
       )
     message = str(error.value)
     assert "\n" not in message, message

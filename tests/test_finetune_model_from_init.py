@@ -10,7 +10,7 @@ import pytest
 from bert_jax.data import default_corpus
 from bert_jax.errors import UserInputError
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, hf_reference, run_helpers
+from tests import finetune_fixtures, helpers, hf_reference, run_helpers
 
 # A converted 3-layer, 192-wide encoder with 3 heads: every size far from the BERT-base
 # defaults of the fine-tuning configs, and small enough to convert and fine-tune in seconds.
@@ -81,6 +81,7 @@ def finetuned(converted, data_flags, tmp_path_factory):
       "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
     ),
     str(workdir),
+    helpers.one_device(),
   )
   return workdir, metrics
 
@@ -129,7 +130,9 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
       "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
     )
     with pytest.raises((UserInputError, FileNotFoundError), match=expected):
-      train_and_evaluate(finetune_fixtures.set_keys(config, overrides), str(fresh))
+      train_and_evaluate(
+        finetune_fixtures.set_keys(config, overrides), str(fresh), helpers.one_device()
+      )
     assert not fresh.exists(), overrides
   # The same run again with another model, or bad data: refused before config.json is rewritten.
   for overrides, expected in (
@@ -140,5 +143,7 @@ def test_refused_runs_write_nothing(finetuned, converted, data_flags, tmp_path):
       "mrpc", {"init_from": str(converted), **data_flags, **_run_keys()}
     )
     with pytest.raises(UserInputError, match=expected):
-      train_and_evaluate(finetune_fixtures.set_keys(config, overrides), str(workdir))
+      train_and_evaluate(
+        finetune_fixtures.set_keys(config, overrides), str(workdir), helpers.one_device()
+      )
   assert _tree_digest(workdir) == before

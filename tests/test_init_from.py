@@ -19,7 +19,7 @@ def _config(**overrides):
 
 
 def test_init_from_restores_params_and_refuses_another_shape(tmp_path):
-  train_and_evaluate(_config(), str(tmp_path / "source"))
+  train_and_evaluate(_config(), str(tmp_path / "source"), helpers.one_device())
   # The first update of the new run has learning rate 0 (warmup), so its params after step 1
   # are exactly the restored ones.
   train_and_evaluate(
@@ -30,6 +30,7 @@ def test_init_from_restores_params_and_refuses_another_shape(tmp_path):
       **{"optimizer.warmup_steps": 5},
     ),
     str(tmp_path / "target"),
+    helpers.one_device(),
   )
   source = run_helpers.restore_params(tmp_path / "source", 2)
   target = run_helpers.restore_params(tmp_path / "target", 1)
@@ -41,6 +42,8 @@ def test_init_from_restores_params_and_refuses_another_shape(tmp_path):
     init_from=str(tmp_path / "source"), **{"model.hidden_size": 64, "model.intermediate_size": 256}
   )
   with pytest.raises(UserInputError, match="parameters of another shape"):
-    train_and_evaluate(wider, str(tmp_path / "wider"))
+    train_and_evaluate(wider, str(tmp_path / "wider"), helpers.one_device())
   with pytest.raises(UserInputError, match="holds no checkpoint"):
-    train_and_evaluate(_config(init_from=str(tmp_path / "nowhere")), str(tmp_path / "x"))
+    train_and_evaluate(
+      _config(init_from=str(tmp_path / "nowhere")), str(tmp_path / "x"), helpers.one_device()
+    )

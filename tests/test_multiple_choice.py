@@ -11,7 +11,7 @@ from bert_jax.tasks.multiple_choice import objective as multiple_choice
 from bert_jax.tasks.multiple_choice import reader as swag
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, test_tagging, test_tagging_pipeline
+from tests import finetune_fixtures, helpers, test_tagging, test_tagging_pipeline
 
 # SWAG's header (with its unnamed index column) and two rows in its style; the second quotes
 # fields that hold commas and a doubled quote.
@@ -182,7 +182,11 @@ def test_malformed_csv_and_tfds_stop_the_run_before_training(tmp_path):
     finetune_fixtures.model_overrides(), **{"data.train_path": bad, "data.eval_path": bad}
   )
   with pytest.raises(UserInputError, match=f"^{bad}:3: label '9' is not an ending index"):
-    train_and_evaluate(test_tagging_pipeline.load_config("swag", overrides), str(tmp_path / "run"))
+    train_and_evaluate(
+      test_tagging_pipeline.load_config("swag", overrides),
+      str(tmp_path / "run"),
+      helpers.one_device(),
+    )
   with pytest.raises(UserInputError, match="TensorFlow Datasets has no SWAG builder"):
     train_and_evaluate(
       test_tagging_pipeline.load_config(
@@ -190,5 +194,6 @@ def test_malformed_csv_and_tfds_stop_the_run_before_training(tmp_path):
         dict(overrides, **{"data.tfds_name": "swag", "data.train_path": "", "data.eval_path": ""}),
       ),
       str(tmp_path / "run"),
+      helpers.one_device(),
     )
   assert not (tmp_path / "run" / "checkpoints").exists()

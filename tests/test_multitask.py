@@ -21,7 +21,7 @@ from bert_jax.tools import export_task
 from bert_jax.train import settings as settings_lib
 from bert_jax.train import setup
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers, xla_options
+from tests import finetune_fixtures, helpers, run_helpers, xla_options
 
 LENGTH = 64
 
@@ -92,7 +92,7 @@ def multitask_run(tiny_pretrained_workdir, files, tmp_path_factory):
   workdir = tmp_path_factory.mktemp("multitask_run")
   # Compiled as the resumed run in test_kill_and_resume_... is (bitwise comparison).
   with xla_options.optimized_xla():
-    train_and_evaluate(config, str(workdir))
+    train_and_evaluate(config, str(workdir), helpers.one_device())
   return workdir, config
 
 
@@ -193,7 +193,7 @@ def test_kill_and_resume_equals_the_uninterrupted_run(multitask_run, tmp_path):
   shutil.copytree(workdir, killed)
   shutil.rmtree(killed / "checkpoints" / str(STEPS))
   assert run_helpers.checkpoint_steps(killed) == [KILLED_AT]
-  train_and_evaluate(config, str(killed))
+  train_and_evaluate(config, str(killed), helpers.one_device())
   expected = run_helpers.restore_params(workdir, STEPS)
   actual = run_helpers.restore_params(killed, STEPS)
   assert expected.keys() == actual.keys()
@@ -321,7 +321,9 @@ def test_exported_task_is_a_single_task_workdir_that_fine_tunes_further(
       "optimizer.warmup_steps": 2,
     },
   )
-  train_and_evaluate(finetune_fixtures.set_keys(finetune_config("classification"), values), run)
+  train_and_evaluate(
+    finetune_fixtures.set_keys(finetune_config("classification"), values), run, helpers.one_device()
+  )
   evals = run_helpers.read_metrics(run, "eval")
   (multi_eval,) = run_helpers.read_metrics(workdir, "eval")
   assert evals[0]["step"] == 1

@@ -17,7 +17,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.tools import convert, embed
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
-from tests import finetune_fixtures, hf_reference
+from tests import finetune_fixtures, helpers, hf_reference
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -143,7 +143,7 @@ def test_a_moved_model_initialises_a_run_that_moves_too(moved, tmp_path):
       "peak_flops_per_device": 1e12,
     },
   )
-  metrics = train_and_evaluate(config, str(run))
+  metrics = train_and_evaluate(config, str(run), helpers.one_device())
   assert 0.0 <= metrics["accuracy"] <= 1.0
   stored = json.loads((run / "config.json").read_text())
   assert (stored["data"]["train_path"], stored["data"]["eval_path"]) == (

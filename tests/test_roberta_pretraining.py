@@ -13,7 +13,7 @@ from bert_jax.data.pretraining_pipeline import PretrainingData
 from bert_jax.errors import UserInputError
 from bert_jax.tools import convert, train_vocab
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, helpers, run_helpers
 
 VOCAB_SIZE = 1000
 LENGTH = 64
@@ -160,7 +160,7 @@ def test_roberta_tiny_pretrains_and_exports_to_transformers(corpus_and_vocab, tm
       "optimizer.warmup_steps": 4,
     },
   )
-  train_and_evaluate(config, str(tmp_path / "run"))
+  train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   first, last = run_helpers.read_metrics(tmp_path / "run", "train")
   # Learning from the uniform guess, ln(1000) = 6.91 (seen: 6.78 after 10 steps, 6.49 at 20).
   assert last["mlm_loss"] < min(first["mlm_loss"] - 0.15, np.log(VOCAB_SIZE) - 0.3), (first, last)

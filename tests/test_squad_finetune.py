@@ -22,7 +22,7 @@ from bert_jax.errors import UserInputError
 from bert_jax.tasks.span_qa import metrics as squad_metrics
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, run_helpers
+from tests import finetune_fixtures, helpers, run_helpers
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -195,7 +195,7 @@ def test_malformed_squad_json_stops_the_run_before_training(tmp_path):
       r"\(id 'q1'\): answer_start 3 selects 'bega'"
     ),
   ):
-    train_and_evaluate(config, str(tmp_path / "run"))
+    train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -211,7 +211,7 @@ def test_squad_2_fine_tunes_from_a_pretraining_workdir_above_chance(
       finetune_fixtures.model_overrides(), **_short_run(tiny_pretrained_workdir, train, dev, steps)
     ),
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   # 48 answerable and 24 unanswerable eval questions. Chance: always "no answer" scores exact
   # 33.3 (HasAns 0, NoAns 100); a random span of the ~50 context tokens, about 0.
   assert metrics["HasAns_exact"] > 40 and metrics["NoAns_exact"] > 40, metrics
@@ -257,7 +257,7 @@ def test_squad_fine_tunes_from_an_xlnet_pretraining_workdir(xlnet_pretrained_wor
   steps = 60
   # No model key: family, shape and vocab are init_from's.
   config = _squad_config(None, _short_run(xlnet_pretrained_workdir, train, dev, steps))
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   assert model["family"] == "xlnet"
   # 48 answerable questions; a random span of the ~50 context tokens scores about 0.

@@ -14,7 +14,7 @@ from bert_jax.tasks.tagging import data as conll_data
 from bert_jax.tasks.tagging import reader as conll
 from bert_jax.train import settings
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures
+from tests import finetune_fixtures, helpers
 from tests.test_tagging import CONLL_TEXT, corpus_sentences, write
 
 
@@ -158,7 +158,7 @@ def test_malformed_conll_stops_the_run_before_training(tmp_path):
     ),
   )
   with pytest.raises(UserInputError, match=f"^{bad}:6: 3 columns where the file's first token"):
-    train_and_evaluate(config, str(tmp_path / "run"))
+    train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -184,7 +184,7 @@ def test_fine_tuning_on_windowed_sentences_scores_each_word_once(
       },
     ),
   )
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   # Word accuracy after mapping windows back to words equals the accuracy over the scored
   # first sub-words the eval step summed: each word was scored exactly once.
   assert metrics["accuracy"] == pytest.approx(metrics["token_accuracy"], abs=1e-9)

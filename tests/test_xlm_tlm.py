@@ -17,7 +17,7 @@ from bert_jax.tasks import registry
 from bert_jax.tools import synthetic_pairs
 from bert_jax.train.loop import train_and_evaluate
 from bert_jax.train.settings import settings_from_config
-from tests import run_helpers
+from tests import helpers, run_helpers
 
 WORDS = 20  # Per language: chance accuracy on a masked word is 1/20.
 
@@ -132,7 +132,9 @@ def test_the_trainer_trains_clm(corpus, tmp_path):
     "checkpoint_every_steps": 2,
     "data.num_eval_examples": 16,
   }
-  metrics = train_and_evaluate(_config(root, **overrides), str(tmp_path / "clm"))
+  metrics = train_and_evaluate(
+    _config(root, **overrides), str(tmp_path / "clm"), helpers.one_device()
+  )
   assert np.isfinite(metrics["clm_loss"]) and 0 <= metrics["clm_accuracy"] <= 1
   stored = json.loads((tmp_path / "clm" / "config.json").read_text())
   assert stored["model"]["xlm"]["languages"] == ["a", "b"] and stored["model"]["causal"]

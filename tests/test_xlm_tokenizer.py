@@ -12,7 +12,7 @@ from bert_jax.models.xlm.model import XlmEncoder
 from bert_jax.models.xlm.options import XlmOptions
 from bert_jax.tools import convert, embed, train_vocab, workdir_params
 from bert_jax.train.loop import train_and_evaluate
-from tests import finetune_fixtures, hf_reference
+from tests import finetune_fixtures, helpers, hf_reference
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -209,7 +209,7 @@ def test_glue_fine_tuning_from_a_converted_xlm_takes_its_tokenizer_and_language(
   _, _, workdir = converted
   config = finetune_fixtures.short_mrpc_config(workdir, tmp_path, num_train=16, num_eval=8, steps=2)
   config.model.xlm = {"language": "fr"}
-  metrics = train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train_and_evaluate(config, str(tmp_path / "run"), helpers.one_device())
   assert np.isfinite(metrics["loss"]), metrics
   model = json.loads((tmp_path / "run" / "config.json").read_text())["model"]
   assert model["family"] == "xlm" and model["xlm"]["language"] == "fr"

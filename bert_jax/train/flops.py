@@ -92,17 +92,22 @@ def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> float:
   return 2.0 * size**3 / best
 
 
-def total_peak_flops(configured_per_device: float = 0.0) -> float:
+def total_peak_flops(configured_per_device: float = 0.0, devices=None) -> float:
   """Peak FLOP/s of all devices of the run, the denominator of MFU.
 
   The configured per-device peak if set; else the data-sheet figure for the device kind. On a
   CPU (or an unknown device) the peak is measured once with a float32 matmul, and counted once
   however many fake devices the host is split into, since they share the same cores.
+
+  Args:
+    configured_per_device: the per-device peak to use; 0.0 for the device kind's.
+    devices: the run's devices (default: every device of every process).
   """
-  num_devices = jax.device_count()
+  devices = jax.devices() if devices is None else list(devices)
+  num_devices = len(devices)
   if configured_per_device > 0:
     return configured_per_device * num_devices
-  per_device = device_kind_peak_flops(jax.devices()[0].device_kind)
+  per_device = device_kind_peak_flops(devices[0].device_kind)
   if per_device:
     return per_device * num_devices
   return measure_matmul_peak() * jax.process_count()

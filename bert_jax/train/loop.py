@@ -3,6 +3,7 @@
 import contextlib
 import signal
 import time
+from collections.abc import Sequence
 
 import jax
 import ml_collections
@@ -154,12 +155,16 @@ def write_predictions(workdir, files):
     path.write_text(text)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: str, devices: Sequence[jax.Device] | None = None
+) -> dict:
   """Trains (or resumes) the run described by ``config`` in ``workdir``.
 
   Args:
     config: the experiment config (see configs/).
     workdir: where config.json, checkpoints/, metrics.jsonl and tensorboard/ live.
+    devices: the devices the mesh spans; default every device of every process. A subset
+      lets one host run small runs side by side, each on its own devices.
 
   Returns:
     The last eval metrics.
@@ -178,7 +183,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   new_workdir = not workdir.exists()
   lock = run_lock.acquire_for_run(workdir, settings.trainer.lock_lease_secs)
   try:
-    return _train_and_evaluate(settings, resolved, workdir, lock)
+    return _train_and_evaluate(settings, resolved, workdir, lock, devices)
   finally:
     lock.release()
     run = workdir_lib.Workdir(workdir)
@@ -186,9 +191,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       run.path.rmtree()
 
 
-def _train_and_evaluate(settings, resolved, workdir, lock):
+def _train_and_evaluate(settings, resolved, workdir, lock, devices):
   """`train_and_evaluate` once this run holds the workdir."""
-  mesh = mesh_lib.make_mesh(settings.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh, devices)
   check_batch_fits_mesh(
     settings.trainer, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count()
   )
@@ -252,7 +257,7 @@ def _run(settings, training, data, mesh, workdir, checkpointer, state, rng, posi
   writer = MetricsWriter(str(workdir), trainer.num_train_steps)
   example = task.example_batch(trainer.global_batch_size)
   flops_per_step = flops.train_flops_for_task(task, settings.model, example)
-  peak = flops.total_peak_flops(trainer.peak_flops_per_device)
+  peak = flops.total_peak_flops(trainer.peak_flops_per_device, mesh.devices.flat)
   tokens_per_step = example["input_ids"].size
   batches = _batches(data, settings, "train", start_position=position)
   sigterm = _SigtermFlag() if jax.process_count() == 1 else None
