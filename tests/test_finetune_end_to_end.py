@@ -176,7 +176,7 @@ def test_frozen_encoder_stays_as_restored(tiny_pretrained_workdir, mrpc_files, t
     _glue("mrpc", mrpc_files, tiny_pretrained_workdir, freeze_encoder=True)
   )
   data = registry.make_data(run.task_settings)
-  mesh = mesh_lib.make_mesh(run.mesh)
+  mesh = mesh_lib.make_mesh(run.mesh, helpers.one_device())
   checkpointer = Checkpointer(str(tmp_path))
   with setup.mesh_context(mesh, run.mesh.logical_axis_rules):
     training = setup.build_training(run, mesh, data)

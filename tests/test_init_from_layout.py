@@ -22,7 +22,7 @@ def _initialise(workdir, scan_layers, init_from=""):
     init_from=str(init_from), **{"model.num_layers": 3, "model.scan_layers": scan_layers}
   )
   settings = settings_from_config(config)
-  mesh = mesh_lib.make_mesh(settings.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh, helpers.one_device())
   with setup.mesh_context(mesh, settings.mesh.logical_axis_rules):
     training = setup.build_training(settings, mesh)
     checkpointer = Checkpointer(str(workdir))
