@@ -1,5 +1,5 @@
 """Meshes within (ici) and across (dcn) slices on the 8 fake CPU devices: layout, train-step
-numbers, and one-line errors listing the valid sizes."""
+numbers, one-line errors listing the valid sizes, and runs on a subset of the devices."""
 
 import jax
 import numpy as np
@@ -7,7 +7,9 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.parallel import mesh as mesh_lib
-from tests import helpers
+from bert_jax.train import flops
+from bert_jax.train.loop import train_and_evaluate
+from tests import helpers, run_helpers
 
 
 def _device_ids(mesh):
@@ -104,3 +106,25 @@ def test_mesh_not_dividing_the_devices_lists_the_valid_sizes(config, message):
 def test_bad_mesh_sizes_are_refused_at_the_config_boundary(config, message):
   with pytest.raises(UserInputError, match=message):
     mesh_lib.MeshConfig(**config)
+
+
+def test_a_run_trains_on_the_devices_it_is_given(tmp_path):
+  """A 2-way data mesh is refused on all 8 devices and trains on 2 of them; MFU's peak counts
+  the run's devices only."""
+  config = helpers.small_config(
+    num_train_steps=2,
+    checkpoint_every_steps=2,
+    **{
+      "mesh.data": 2,
+      "data.corpus_paths": (str(run_helpers.small_corpus(tmp_path)),),
+      "data.eval_fraction": 0.2,
+      "data.num_eval_examples": 8,
+    },
+  )
+  with pytest.raises(UserInputError, match="mesh"):
+    train_and_evaluate(config, str(tmp_path / "all"))
+  metrics = train_and_evaluate(config, str(tmp_path / "two"), jax.devices()[:2])
+  assert np.isfinite(metrics["loss"])
+  assert run_helpers.checkpoint_steps(tmp_path / "two") == [2]
+  assert flops.total_peak_flops(1e12, jax.devices()[:2]) == 2e12
+  assert flops.total_peak_flops(1e12) == 8e12
