@@ -215,11 +215,11 @@ def small_corpus(directory, documents=24, sentences=40):
   return path
 
 
+def small_corpus_keys(directory):
+  """Config keys training on `small_corpus` (written into ``directory``), a fifth held out."""
+  return {"data.corpus_paths": (str(small_corpus(directory)),), "data.eval_fraction": 0.2}
+
+
 def quick_flags(directory, **overrides):
-  """`small_flags` on `small_corpus` (written into ``directory``), a fifth of it held out."""
-  values = {
-    "data.corpus_paths": f"('{small_corpus(directory)}',)",
-    "data.eval_fraction": 0.2,
-    **overrides,
-  }
-  return small_flags(**values)
+  """`small_flags` on `small_corpus` (see `small_corpus_keys`)."""
+  return small_flags(**{**small_corpus_keys(directory), **overrides})

@@ -114,12 +114,7 @@ def test_a_run_trains_on_the_devices_it_is_given(tmp_path):
   config = helpers.small_config(
     num_train_steps=2,
     checkpoint_every_steps=2,
-    **{
-      "mesh.data": 2,
-      "data.corpus_paths": (str(run_helpers.small_corpus(tmp_path)),),
-      "data.eval_fraction": 0.2,
-      "data.num_eval_examples": 8,
-    },
+    **{"mesh.data": 2, "data.num_eval_examples": 8, **run_helpers.small_corpus_keys(tmp_path)},
   )
   with pytest.raises(UserInputError, match="mesh"):
     train_and_evaluate(config, str(tmp_path / "all"))

@@ -3,6 +3,7 @@
 import functools
 import math
 import time
+from collections.abc import Iterable
 
 import jax
 import jax.numpy as jnp
@@ -92,7 +93,9 @@ def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> float:
   return 2.0 * size**3 / best
 
 
-def total_peak_flops(configured_per_device: float = 0.0, devices=None) -> float:
+def total_peak_flops(
+  configured_per_device: float = 0.0, devices: Iterable[jax.Device] | None = None
+) -> float:
   """Peak FLOP/s of all devices of the run, the denominator of MFU.
 
   The configured per-device peak if set; else the data-sheet figure for the device kind. On a
