@@ -1,7 +1,8 @@
-"""The persistent compilation cache: a second process with the same config and cache directory
-loads every program from the cache and compiles nothing new."""
+"""The persistent compilation cache: a second process with the same config loads every program
+from the cache, moved to another path meanwhile, and compiles nothing new."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -54,18 +55,20 @@ def test_a_second_process_with_the_same_config_compiles_nothing_new(tmp_path):
   cache = tmp_path / "cache"
   flags = run_helpers.small_flags(num_train_steps=1, checkpoint_every_steps=1)
   flags += [
-    f"--config.compilation_cache_dir={cache}",
     f"--config.data.corpus_paths=('{_corpus(tmp_path / 'corpus.txt')}',)",
     "--config.data.num_eval_examples=8",
   ]
-  first = _run(tmp_path / "first", flags)
+  first = _run(tmp_path / "first", [*flags, f"--config.compilation_cache_dir={cache}"])
   written = _entries(cache)
   # The cache opens at the run's commit point (after init): the train and eval steps at least,
   # each written on a miss.
   assert first["cache_misses"] >= 2 and len(written) == first["cache_misses"], (first, written)
   assert first.get("cache_hits", 0) == 0, first
 
-  second = _run(tmp_path / "second", flags)  # Another workdir, the same cache.
+  # Another workdir, the same cache at another path (as a copied workdir's, or a bucket mounted
+  # elsewhere): the entries' keys do not hold the cache's own path.
+  moved = shutil.move(cache, tmp_path / "elsewhere")
+  second = _run(tmp_path / "second", [*flags, f"--config.compilation_cache_dir={moved}"])
   assert second.get("cache_misses", 0) == 0, second
   assert second["cache_hits"] == first["cache_misses"], (first, second)
-  assert _entries(cache) == written
+  assert _entries(moved) == written

@@ -234,7 +234,9 @@ def _train_and_evaluate(settings, resolved, workdir, lock, devices):
     run_state.write_config_json(workdir, resolved)
     # Only an accepted run writes compiled programs into the workdir (the train and eval steps
     # compile below; the few small programs of the start are not cached).
-    compilation_cache.configure(workdir, trainer.compilation_cache_dir)
+    compilation_cache.configure(
+      workdir, trainer.compilation_cache_dir, mesh.devices.flat[0].platform
+    )
     return _run(settings, training, data, mesh, workdir, checkpointer, state, rng, position, lock)
 
 
