@@ -113,6 +113,7 @@ def _main(argv):
 
 def main(argv=None):
   """`run` as a program (``bert-jax train``): absl's logging set up, exits with its status."""
+  environment.tensorflow_without_keras()
   # absl's own flags (logging) keep their defaults; ours are parsed by `run`.
   app.run(_main, argv=argv, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), argv)[1])
 

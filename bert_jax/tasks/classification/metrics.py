@@ -6,23 +6,46 @@ stays a finite number in metrics.jsonl; F1 with no positive prediction is 0.0 li
 """
 
 import numpy as np
-import scipy.stats
-from sklearn import metrics as sk_metrics
+
+# scikit-learn and scipy.stats are imported where a score is computed, not with this module:
+# every command imports the task registry, and the two take about 1.5 s to import, which a
+# pretraining run (and each of its processes on a pod) would otherwise wait for.
+# pylint: disable=g-import-not-at-top
 
 
-def _correlation(function, labels, predictions):
+def _accuracy(labels, predictions):
+  from sklearn import metrics
+
+  return float(metrics.accuracy_score(labels, predictions))
+
+
+def _f1(labels, predictions):
+  """Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate")."""
+  from sklearn import metrics
+
+  return float(metrics.f1_score(labels, predictions, zero_division=0.0))
+
+
+def _matthews_corrcoef(labels, predictions):
+  from sklearn import metrics
+
+  return float(metrics.matthews_corrcoef(labels, predictions))
+
+
+def _correlation(name, labels, predictions):
   if np.ptp(labels) == 0 or np.ptp(predictions) == 0:
     return 0.0
-  return float(function(labels, predictions)[0])
+  import scipy.stats
+
+  return float(getattr(scipy.stats, name)(labels, predictions)[0])
 
 
 METRICS = {
-  "accuracy": lambda y, p: float(sk_metrics.accuracy_score(y, p)),
-  # Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate").
-  "f1": lambda y, p: float(sk_metrics.f1_score(y, p, zero_division=0.0)),
-  "matthews_corrcoef": lambda y, p: float(sk_metrics.matthews_corrcoef(y, p)),
-  "pearson": lambda y, p: _correlation(scipy.stats.pearsonr, y, p),
-  "spearman": lambda y, p: _correlation(scipy.stats.spearmanr, y, p),
+  "accuracy": _accuracy,
+  "f1": _f1,
+  "matthews_corrcoef": _matthews_corrcoef,
+  "pearson": lambda y, p: _correlation("pearsonr", y, p),
+  "spearman": lambda y, p: _correlation("spearmanr", y, p),
 }
 
 

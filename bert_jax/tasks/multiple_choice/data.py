@@ -6,7 +6,6 @@ pointer to the CSV files (SWAG's ``train.csv`` and ``val.csv`` from its GitHub r
 
 import numpy as np
 from absl import logging
-from sklearn import metrics as sklearn_metrics
 
 from bert_jax.errors import UserInputError
 from bert_jax.tasks.feature_batches import FeatureData
@@ -48,7 +47,7 @@ class ChoiceData(FeatureData):
       predictions: {"logits": float [N_eval, C]}, every eval example in order.
     """
     predicted = np.argmax(np.asarray(predictions["logits"]), axis=-1)
-    return {"accuracy": float(sklearn_metrics.accuracy_score(self._eval_labels, predicted))}
+    return {"accuracy": float(np.mean(predicted == self._eval_labels))}
 
 
 def make_data(config: FinetuneDataConfig, tokenizer) -> ChoiceData:
