@@ -1,10 +1,10 @@
-"""Running `bert_jax.main` as a real subprocess, the way users and TPU workers run it."""
+"""Running `bert_jax.main` as a process of its own, the way users and TPU workers run it (forked
+from a server that has made its imports already: tests/program_server.py)."""
 
 import json
 import os
 import pathlib
 import socket
-import subprocess
 import sys
 from typing import NamedTuple
 
@@ -13,7 +13,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from bert_jax.data import default_corpus
-from tests import xla_options
+from tests import program_server, xla_options
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -81,14 +81,17 @@ def env(devices=1, **extra):
 def run_main(
   workdir, extra_flags=(), devices=1, timeout=300, config="configs/bert_tiny.py", **environ
 ):
-  return subprocess.run(
-    main_command(workdir, extra_flags, config),
-    env=env(devices, **environ),
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
-    check=False,
+  """Runs the program to its end: a `subprocess.CompletedProcess` with its output as text."""
+  return program_server.run(
+    main_command(workdir, extra_flags, config), env(devices, **environ), REPO, timeout
+  )
+
+
+def start_main(workdir, extra_flags=(), devices=1, stderr_path=None, config="configs/bert_tiny.py"):
+  """Starts the program: a `program_server.Program` (poll, wait, kill, send_signal, output)
+  whose stderr goes to ``stderr_path`` (a temporary file when None)."""
+  return program_server.Program(
+    main_command(workdir, extra_flags, config), env(devices), REPO, stderr_path=stderr_path
   )
 
 
@@ -149,13 +152,8 @@ def run_two_processes(
   port = free_port()
   commands = [launcher_env(launcher, i, 2, port) for i in range(2)]
   processes = [
-    subprocess.Popen(
-      main_command(workdir, [*extra_flags, *flags], config),
-      env=env(devices=2, **environ),
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
+    program_server.Program(
+      main_command(workdir, [*extra_flags, *flags], config), env(devices=2, **environ), REPO
     )
     for flags, environ in commands
   ]

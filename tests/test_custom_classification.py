@@ -5,7 +5,6 @@ the custom-file keys instead of silently keeping their task."""
 import importlib.util
 import json
 import pathlib
-import subprocess
 
 import pytest
 
@@ -102,14 +101,8 @@ def test_custom_tsv_run_from_the_documented_command(tiny_pretrained_workdir, tmp
     "--config.optimizer.learning_rate=1e-3",
     "--config.data.max_seq_length=64",
   ]
-  result = subprocess.run(
-    run_helpers.main_command(tmp_path / "run", flags, "configs/finetune/classification.py"),
-    env=run_helpers.env(),
-    cwd=run_helpers.REPO,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  result = run_helpers.run_main(
+    tmp_path / "run", flags, timeout=600, config="configs/finetune/classification.py"
   )
   assert result.returncode == 0, result.stderr[-3000:]
   (row,) = run_helpers.read_metrics(tmp_path / "run", "eval")

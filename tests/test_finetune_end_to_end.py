@@ -6,7 +6,6 @@ Tagging and span QA have their end-to-end runs beside their own tests
 (tests/test_tagging_pipeline.py, tests/test_squad_finetune.py)."""
 
 import pathlib
-import subprocess
 
 import jax
 import numpy as np
@@ -229,14 +228,8 @@ def test_label_count_mismatch_exits_2_with_one_line(
     f"--config.data.eval_path={mnli}",
   ]
   before = _snapshot(mrpc_workdir)
-  result = subprocess.run(
-    run_helpers.main_command(tmp_path / "run", flags, "configs/finetune/glue.py:mnli"),
-    env=run_helpers.env(),
-    cwd=run_helpers.REPO,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  result = run_helpers.run_main(
+    tmp_path / "run", flags, timeout=600, config="configs/finetune/glue.py:mnli"
   )
   assert result.returncode == 2, result.stderr[-2000:]
   line = [line for line in result.stderr.splitlines() if line.strip()][-1]

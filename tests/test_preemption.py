@@ -6,7 +6,6 @@ workers, not one after the other.)"""
 
 import pathlib
 import signal
-import subprocess
 import time
 
 import numpy as np
@@ -46,14 +45,7 @@ def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path)
 
   killed_dir = tmp_path / "killed"
   log_path = tmp_path / "killed.log"
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(
-      run_helpers.main_command(killed_dir, flags),
-      env=run_helpers.env(),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=log,
-    )
+  process = run_helpers.start_main(killed_dir, flags, stderr_path=log_path)
   try:  # Kill once checkpoint 16 is final and training has gone past it, before 32.
     _wait_for(
       lambda: (
@@ -80,14 +72,7 @@ def test_sigkill_between_checkpoints_then_resume_matches_uninterrupted(tmp_path)
 def test_sigterm_saves_a_checkpoint_and_exits_zero(tmp_path):
   flags = run_helpers.quick_flags(tmp_path, num_train_steps=500, checkpoint_every_steps=1000)
   log_path = tmp_path / "run.log"
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(
-      run_helpers.main_command(tmp_path, flags),
-      env=run_helpers.env(),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=log,
-    )
+  process = run_helpers.start_main(tmp_path, flags, stderr_path=log_path)
   try:
     _wait_for(lambda: any(r["step"] >= 3 for r in _train_rows(tmp_path)), process, log_path)
     process.send_signal(signal.SIGTERM)

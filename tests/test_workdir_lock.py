@@ -104,17 +104,7 @@ def test_two_runs_at_once_one_trains_the_other_exits_2_naming_it(tmp_path):
   flags = run_helpers.quick_flags(
     tmp_path, num_train_steps=4, checkpoint_every_steps=4, eval_every_steps=4
   )
-  runs = [
-    subprocess.Popen(
-      run_helpers.main_command(workdir, flags),
-      env=run_helpers.env(),
-      cwd=run_helpers.REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-    )
-    for _ in range(2)
-  ]
+  runs = [run_helpers.start_main(workdir, flags) for _ in range(2)]
   results = [(run, run.communicate(timeout=300)[1]) for run in runs]
   codes = sorted(run.returncode for run, _ in results)
   assert codes == [0, 2], [err[-2000:] for _, err in results]
