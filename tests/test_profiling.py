@@ -66,7 +66,7 @@ def test_bert_tiny_run_writes_a_trace_of_the_train_step(tmp_path):
     peak_flops_per_device=1e12,
     **{"data.num_eval_examples": 8},
   )
-  loop.train_and_evaluate(config, str(tmp_path))
+  loop.train_and_evaluate(config, str(tmp_path), helpers.one_device())
   traces = _trace_files(tmp_path)
   assert len(traces) == 1
   assert _traced_steps(traces[0]) == [1]
