@@ -1,7 +1,7 @@
 """`python -m bert_jax.main` as a process that skips the program's imports.
 
 A run of the tiny configs spends about 6.5 of its first 10 s importing TensorFlow, jax, flax,
-orbax and bert_jax. The tests start some thirty such processes; instead of paying that each
+orbax and bert_jax. The tests start about two dozen such processes; instead of paying that each
 time, each test worker keeps one fork server (Python's multiprocessing "forkserver") that has
 imported them once, and every program starts as a fork of it: a process of its own, with its
 own environment, working directory, stdout and stderr, that initialises jax's backend itself
