@@ -13,23 +13,15 @@ import numpy as np
 # pylint: disable=g-import-not-at-top
 
 
-def _accuracy(labels, predictions):
-  from sklearn import metrics
+def _sklearn_score(name, **options):
+  """The scikit-learn metric ``name`` as a float-valued (labels, predictions) function."""
 
-  return float(metrics.accuracy_score(labels, predictions))
+  def score(labels, predictions):
+    from sklearn import metrics
 
+    return float(getattr(metrics, name)(labels, predictions, **options))
 
-def _f1(labels, predictions):
-  """Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate")."""
-  from sklearn import metrics
-
-  return float(metrics.f1_score(labels, predictions, zero_division=0.0))
-
-
-def _matthews_corrcoef(labels, predictions):
-  from sklearn import metrics
-
-  return float(metrics.matthews_corrcoef(labels, predictions))
+  return score
 
 
 def _correlation(name, labels, predictions):
@@ -41,9 +33,10 @@ def _correlation(name, labels, predictions):
 
 
 METRICS = {
-  "accuracy": _accuracy,
-  "f1": _f1,
-  "matthews_corrcoef": _matthews_corrcoef,
+  "accuracy": _sklearn_score("accuracy_score"),
+  # Binary F1 of label 1 (GLUE's MRPC / QQP: "paraphrase" / "duplicate").
+  "f1": _sklearn_score("f1_score", zero_division=0.0),
+  "matthews_corrcoef": _sklearn_score("matthews_corrcoef"),
   "pearson": lambda y, p: _correlation("pearsonr", y, p),
   "spearman": lambda y, p: _correlation("spearmanr", y, p),
 }
