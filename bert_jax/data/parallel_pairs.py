@@ -184,7 +184,8 @@ class PairsData:
     config = self.masking_config
     causal = self.config.objective == names.CLM
 
-    @tf.function(input_signature=[signature])
+    # No AutoGraph: `causal` is a Python bool, the rest plain ops (see masked_batches).
+    @tf.function(input_signature=[signature], autograph=False)
     def mask(example):
       example = dict(example)
       index = example.pop("example_index")

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.parallel import sharding
+from bert_jax.train import compiler_options
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -77,4 +78,7 @@ def init_state(init_params, optimizer, rng, shardings, init_memory=None) -> Trai
   def init(key):
     return nn.unbox(_boxed_state(init_params, optimizer, key, init_memory))
 
-  return jax.jit(init, out_shardings=shardings)(rng)
+  platform = next(iter(jax.tree.leaves(shardings)[0].device_set)).platform
+  return jax.jit(init, out_shardings=shardings, compiler_options=compiler_options.init(platform))(
+    rng
+  )
