@@ -87,11 +87,21 @@ def run_main(
   )
 
 
-def start_main(workdir, extra_flags=(), devices=1, stderr_path=None, config="configs/bert_tiny.py"):
+def start_main(
+  workdir,
+  extra_flags=(),
+  devices=1,
+  stderr_path=None,
+  config="configs/bert_tiny.py",
+  **environ,
+):
   """Starts the program: a `program_server.Program` (poll, wait, kill, send_signal, output)
   whose stderr goes to ``stderr_path`` (a temporary file when None)."""
   return program_server.Program(
-    main_command(workdir, extra_flags, config), env(devices), REPO, stderr_path=stderr_path
+    main_command(workdir, extra_flags, config),
+    env(devices, **environ),
+    REPO,
+    stderr_path=stderr_path,
   )
 
 
@@ -152,9 +162,7 @@ def run_two_processes(
   port = free_port()
   commands = [launcher_env(launcher, i, 2, port) for i in range(2)]
   processes = [
-    program_server.Program(
-      main_command(workdir, [*extra_flags, *flags], config), env(devices=2, **environ), REPO
-    )
+    start_main(workdir, [*extra_flags, *flags], devices=2, config=config, **environ)
     for flags, environ in commands
   ]
   try:

@@ -79,6 +79,5 @@ def init_state(init_params, optimizer, rng, shardings, init_memory=None) -> Trai
     return nn.unbox(_boxed_state(init_params, optimizer, key, init_memory))
 
   platform = next(iter(jax.tree.leaves(shardings)[0].device_set)).platform
-  return jax.jit(init, out_shardings=shardings, compiler_options=compiler_options.init(platform))(
-    rng
-  )
+  options = compiler_options.init(platform)
+  return jax.jit(init, out_shardings=shardings, compiler_options=options)(rng)
