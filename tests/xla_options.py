@@ -7,6 +7,14 @@ which compile a tiny model's train step 25-35% faster (3.9 -> 2.9 s for ELECTRA'
 losses to 1e-7. A test that trains for hundreds of steps runs 1.2-1.8x slower unoptimised, so
 it opts back in, and gets the fusion emitters back: the ``optimized_xla`` marker on a test, or
 `optimized_xla()` around what a fixture trains.
+
+One more option makes the unoptimised compiles cheaper in CPU time, which is what the suite
+spends on a 2-core machine where both pytest workers keep both cores busy: the LLVM module is
+compiled as one piece instead of 32. XLA:CPU splits it to compile the pieces in parallel, but
+each piece builds its own target machine and intrinsics, and there is no idle core to run them
+on. BERT-tiny's train step on 1 and on 8 devices took 5.1 CPU-s to compile in 32 pieces and
+4.2 in one (median of 6, interleaved in one process). Optimised compiles keep the split: at
+LLVM's full optimisation one piece costs more than 32 (15.1 against 13.3 CPU-s).
 """
 
 import contextlib
@@ -18,7 +26,10 @@ from jax._src import compiler as jax_compiler
 
 # XLA:CPU debug options for unoptimised compiles; the subprocess runs get them as XLA_FLAGS
 # (`as_xla_flags`, used by tests/run_helpers.py).
-UNOPTIMIZED_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+UNOPTIMIZED_CPU_OPTIONS = {
+  "xla_cpu_use_fusion_emitters": False,
+  "xla_cpu_parallel_codegen_split_count": 1,
+}
 
 
 def as_xla_flags(options):
