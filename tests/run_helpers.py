@@ -51,7 +51,8 @@ def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
 # than it saves: at level 0 their programs compile 2-3x faster (the same metrics to 4 digits
 # in a 200-step ELECTRA run; pure compute runs ~2x slower, so not for the long learning tests).
 # The options of the unoptimised compiles in process (tests/xla_options.py: the older loop
-# emitters) take a small bert_tiny run 14-16 s -> 12.6-13.4 s, with the same metrics.
+# emitters, one LLVM module) take a small bert_tiny run 14-16 s -> 12.6-13.4 s, with the same
+# metrics.
 CHILD_XLA_FLAGS = "--xla_backend_optimization_level=0 " + xla_options.as_xla_flags(
   xla_options.UNOPTIMIZED_CPU_OPTIONS
 )
