@@ -1,5 +1,6 @@
 """The train state and its sharded initialisation (never materialised on one device)."""
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,10 @@ class RecurrentTrainState(TrainState):
   memory: Any
 
 
+# Jitted, with the run's functions as static arguments, so that jax traces a run's init once:
+# `abstract_state_and_shardings` traces it for the shapes, and `init_state`'s jit finds the same
+# trace in jax's cache instead of tracing the model again.
+@functools.partial(jax.jit, static_argnames=("init_params", "optimizer", "init_memory"))
 def _boxed_state(init_params: Callable[[jax.Array], Any], optimizer, rng, init_memory=None):
   params = init_params(rng)
   fields = dict(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params))
@@ -57,10 +62,15 @@ def abstract_state_and_shardings(
   Returns:
     (abstract unboxed `TrainState` with shardings attached, tree of `NamedSharding`s).
   """
-  # The key is made inside the trace: nothing runs eagerly, so this also works on a mesh of
-  # devices that can only be compiled for (TPU topologies on a CPU host, tools/aot_compile.py).
-  boxed = jax.eval_shape(
-    lambda: _boxed_state(init_params, optimizer, jax.random.key(0), init_memory)
+  # An abstract key: nothing runs eagerly, so this also works on a mesh of devices that can only
+  # be compiled for (TPU topologies on a CPU host, tools/aot_compile.py). Replicated on the mesh,
+  # as `init_state` passes it, so that its jit finds this trace.
+  key = jax.eval_shape(lambda: jax.random.key(0))
+  boxed = _boxed_state.eval_shape(
+    init_params=init_params,
+    optimizer=optimizer,
+    rng=jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=sharding.replicated(mesh)),
+    init_memory=init_memory,
   )
   shardings = sharding.logical_shardings(boxed, mesh, rules)
   abstract = jax.tree.map(
@@ -76,8 +86,15 @@ def init_state(init_params, optimizer, rng, shardings, init_memory=None) -> Trai
   empty memory of ``init_memory`` when given, see `abstract_state_and_shardings`)."""
 
   def init(key):
-    return nn.unbox(_boxed_state(init_params, optimizer, key, init_memory))
+    return nn.unbox(
+      _boxed_state(init_params=init_params, optimizer=optimizer, rng=key, init_memory=init_memory)
+    )
 
-  platform = next(iter(jax.tree.leaves(shardings)[0].device_set)).platform
-  options = compiler_options.init(platform)
-  return jax.jit(init, out_shardings=shardings, compiler_options=options)(rng)
+  mesh = jax.tree.leaves(shardings)[0].mesh
+  options = compiler_options.init(mesh.devices.flat[0].platform)
+  return jax.jit(
+    init,
+    in_shardings=sharding.replicated(mesh),
+    out_shardings=shardings,
+    compiler_options=options,
+  )(rng)
