@@ -36,6 +36,12 @@ def small_flags(**overrides):
   return [f"--config.{k}={v}" for k, v in values.items()]
 
 
+# A program measures its CPU's matmul peak (MFU's denominator) from six 2048^2 matmuls: 1.4 CPU-s
+# of a tiny run's 10-14. The programs the tests start state a peak instead, as the in-process
+# learning runs do; other in-process runs measure it, once per test worker.
+_PEAK_FLOPS = "--config.peak_flops_per_device=1e12"
+
+
 def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
   return [
     sys.executable,
@@ -43,6 +49,7 @@ def main_command(workdir, extra_flags=(), config="configs/bert_tiny.py"):
     "bert_jax.main",
     f"--config={REPO / config}",
     f"--workdir={workdir}",
+    _PEAK_FLOPS,
     *extra_flags,
   ]
 
