@@ -45,7 +45,7 @@ def test_cpu_initialisation_compiles_at_llvm_level_0_to_the_same_values(monkeypa
   monkeypatch.undo()
   assert jitted_with[-1]["compiler_options"] == compiler_options.CPU_INIT
   # XLA's optimisations change the rounding of the initialisers' arithmetic, not the values.
-  with xla_options.optimized_xla():
+  with xla_options.optimized_xla(programs=None):
     optimised = jax.jit(init_params)(jax.random.key(3))
   for name in ("kernel", "bias"):
     np.testing.assert_allclose(initialised.params[name], optimised[name], rtol=1e-6, atol=1e-7)
