@@ -10,8 +10,7 @@ own environment, working directory, stdout and stderr, that initialises jax's ba
 any child process.
 
 What only a fresh interpreter shows (what the program imports and prints while importing)
-is tested with real ``python -m`` processes (tests/test_quiet_host.py,
-tests/test_program_start.py).
+is tested with real interpreters (tests/test_program_start.py).
 """
 
 import atexit

@@ -1,13 +1,22 @@
-"""What a `bert-jax train` process spends its start on.
+"""What a `bert-jax train` process does at its start, seen from real interpreters.
 
-It imports TensorFlow for tf.data, but not the Keras that TensorFlow would import with itself
-(nor the matplotlib and scikit-learn that Keras brings, nor the fine-tuning metrics'
-scipy.stats): together about 3 s of every run's start. And a second process with the same
-config loads every program from the persistent compilation cache, moved to another path
-meanwhile, and compiles nothing new.
+- A host without an accelerator starts quietly with the tpu and cuda extras installed. README's
+  test command installs libtpu and jax's CUDA plugin; on a CPU host, without `JAX_PLATFORMS`,
+  jax would initialise both and print libtpu's start-up errors (and, when two runs start at
+  once, advice to delete its lockfile) and a CUDA traceback. Every command first limits jax to
+  the platforms the host has (`environment.limit_jax_to_present_platforms`).
+- A run imports TensorFlow for tf.data, but not the Keras that TensorFlow would import with
+  itself (nor the matplotlib and scikit-learn that Keras brings, nor the fine-tuning metrics'
+  scipy.stats): together about 3 s of every run's start.
+- A second process with the same config loads every program from the persistent compilation
+  cache, moved to another path meanwhile, and compiles nothing new.
+
+The first two are seen in the same two runs, started at once.
 """
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +42,18 @@ from bert_jax import main
 main.main(sys.argv)
 """
 
+# Lines seen from libtpu and the CUDA plugin on a CPU host when jax initialises them.
+NOISE = (
+  "TPU",
+  "libtpu",
+  "lockfile",
+  "Source Location Trace",
+  "Unable to initialize backend",
+  "cuDNN",
+  "CUDA",
+  "Traceback",
+)
+
 
 def _corpus(path):
   """Eight short documents: enough to pair and hold out, quick to tokenise."""
@@ -44,48 +65,83 @@ def _corpus(path):
   return path
 
 
-def _flags(directory):
+def _flags(corpus, cache):
   flags = run_helpers.small_flags(num_train_steps=1, checkpoint_every_steps=1)
   return [
     *flags,
-    f"--config.data.corpus_paths=('{_corpus(directory / 'corpus.txt')}',)",
+    f"--config.data.corpus_paths=('{corpus}',)",
     "--config.data.num_eval_examples=8",
+    f"--config.compilation_cache_dir={cache}",
   ]
 
 
-def _run(workdir, flags):
-  child = subprocess.run(
+def _start(workdir, flags, environment):
+  return subprocess.Popen(
     [sys.executable, "-c", _REPORTING_MAIN, *run_helpers.main_command(workdir, flags)[3:]],
-    env=run_helpers.env(),
+    env=environment,
     cwd=run_helpers.REPO,
-    capture_output=True,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
     text=True,
-    timeout=600,
-    check=False,
   )
-  assert child.returncode == 0, child.stderr[-3000:]
+
+
+def _finish(process, workdir):
+  """(the report of a one-step run, its stderr) once it has exited."""
+  stdout, stderr = process.communicate(timeout=600)
+  assert process.returncode == 0, stderr[-3000:]
   assert run_helpers.read_metrics(workdir)[-1]["step"] == 1
-  return json.loads(child.stdout.strip().splitlines()[-1])
+  return json.loads(stdout.strip().splitlines()[-1]), stdout + stderr
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
-  """A one-step run with its own compilation cache: (its report, the cache, the root)."""
+def two_runs_at_once(tmp_path_factory):
+  """Two one-step runs started at once, without `JAX_PLATFORMS`, each with its own compilation
+  cache: ([(report, output, cache)] per run, the root directory, the corpus)."""
   root = tmp_path_factory.mktemp("program_start")
-  cache = root / "cache"
-  report = _run(root / "first", [*_flags(root), f"--config.compilation_cache_dir={cache}"])
-  return report, cache, root
+  corpus = _corpus(root / "corpus.txt")
+  environment = run_helpers.env()
+  del environment["JAX_PLATFORMS"]
+  caches = [root / f"cache{i}" for i in range(2)]
+  processes = [
+    _start(root / f"run{i}", _flags(corpus, cache), environment) for i, cache in enumerate(caches)
+  ]
+  runs = [
+    (*_finish(process, root / f"run{i}"), cache)
+    for i, (process, cache) in enumerate(zip(processes, caches))
+  ]
+  return runs, root, corpus
+
+
+def test_two_runs_started_at_once_without_jax_platforms_print_no_accelerator_noise(
+  two_runs_at_once,
+):
+  runs, _, _ = two_runs_at_once
+  for _, output, _ in runs:
+    noisy = [line for line in output.splitlines() if any(word in line for word in NOISE)]
+    assert not noisy, "\n".join(noisy)
+    assert re.search(r"1 local / 1 global devices \(cpu\)", output), output[-3000:]
+
+
+def test_a_set_jax_platforms_is_left_alone(monkeypatch):
+  from bert_jax import environment
+
+  monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+  assert environment.limit_jax_to_present_platforms() is None
+  assert os.environ["JAX_PLATFORMS"] == "cpu"
 
 
 def test_a_run_imports_tensorflow_but_not_keras_matplotlib_scikit_learn_or_scipy_stats(
-  first_run,
+  two_runs_at_once,
 ):
-  report, _, _ = first_run
-  assert report["modules"] == ["tensorflow"]
+  runs, _, _ = two_runs_at_once
+  for report, _, _ in runs:
+    assert report["modules"] == ["tensorflow"]
 
 
-def test_a_second_process_with_the_same_config_compiles_nothing_new(first_run):
-  first, cache, root = first_run
+def test_a_second_process_with_the_same_config_compiles_nothing_new(two_runs_at_once):
+  runs, root, corpus = two_runs_at_once
+  first, _, cache = runs[0]
   written = sorted(p.name for p in cache.iterdir())
   # The cache opens at the run's commit point (after init): the train and eval steps at least,
   # each written on a miss.
@@ -95,7 +151,8 @@ def test_a_second_process_with_the_same_config_compiles_nothing_new(first_run):
   # Another workdir, the same cache at another path (as a copied workdir's, or a bucket mounted
   # elsewhere): the entries' keys do not hold the cache's own path.
   moved = shutil.move(cache, root / "elsewhere")
-  second = _run(root / "second", [*_flags(root), f"--config.compilation_cache_dir={moved}"])
+  process = _start(root / "second", _flags(corpus, moved), run_helpers.env())
+  second, _ = _finish(process, root / "second")
   assert second.get("cache_misses", 0) == 0, second
   assert second["cache_hits"] == first["cache_misses"], (first, second)
   assert sorted(p.name for p in moved.iterdir()) == written
