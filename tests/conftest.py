@@ -22,9 +22,10 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 import pytest  # noqa: E402  (after the XLA flags and jax config above)
 from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
-from tests import network_guard, xla_options  # noqa: E402
+from tests import allocator, network_guard, xla_options  # noqa: E402
 
 xla_options.disable_most_optimizations()
+allocator.keep_freed_memory()
 
 # Tracing a model makes millions of short-lived objects; at Python's default thresholds the
 # collector runs thousands of times a test file over a heap of every imported library, about
@@ -56,6 +57,15 @@ def pytest_configure(config):
   config.addinivalue_line(
     "filterwarnings", "ignore:Error writing persistent compilation cache entry:UserWarning"
   )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+  """Moves every object left at the session's end out of the collector's reach, before pytest's
+  last collection (it looks for unraisable exceptions): a full pass over a worker's heap of
+  compiled programs and imported libraries took seconds, at the end of the run."""
+  del config
+  gc.freeze()
 
 
 def pytest_collection_modifyitems(config, items):

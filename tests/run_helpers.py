@@ -13,7 +13,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from bert_jax.data import default_corpus
-from tests import program_server, xla_options
+from tests import allocator, program_server, xla_options
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -81,6 +81,7 @@ def env(devices=1, **extra):
     XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} {CHILD_XLA_FLAGS}",
     JAX_PLATFORMS="cpu",
     TF_CPP_MIN_LOG_LEVEL="2",
+    **allocator.ENVIRONMENT,
     **extra,
   )
   return environment
