@@ -250,23 +250,26 @@ def steps_with_teacher(training, teacher_shardings, mesh, batch_size: int):
   def with_outputs(batch, teacher_params):
     return {**batch, **task.teacher_outputs(teacher_params, batch)}
 
-  train_step = jax.jit(
-    lambda state, batch, teacher_params, rng: training.train_step(
-      state, with_outputs(batch, teacher_params), rng
-    ),
+  # Named as the steps they wrap: XLA, profiles and compile logs see the programs by name.
+  def train_step(state, batch, teacher_params, rng):
+    return training.train_step(state, with_outputs(batch, teacher_params), rng)
+
+  def eval_step(params, batch, teacher_params, rng):
+    return training.eval_step(params, with_outputs(batch, teacher_params), rng)
+
+  jitted_train_step = jax.jit(
+    train_step,
     in_shardings=(training.state_shardings, batch_shardings, teacher_shardings, replicated),
     out_shardings=(training.state_shardings, replicated),
     donate_argnums=0,
     compiler_options=compiler_options.train_step(mesh.devices.flat[0].platform),
   )
-  eval_step = jax.jit(
-    lambda params, batch, teacher_params, rng: training.eval_step(
-      params, with_outputs(batch, teacher_params), rng
-    ),
+  jitted_eval_step = jax.jit(
+    eval_step,
     in_shardings=(training.state_shardings.params, batch_shardings, teacher_shardings, replicated),
     out_shardings=replicated,
   )
-  return train_step, eval_step
+  return jitted_train_step, jitted_eval_step
 
 
 def attach(training, settings, mesh):
