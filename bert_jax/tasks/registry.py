@@ -145,6 +145,8 @@ def make_data(settings: TaskSettings):
       global_batch_size=settings.global_batch_size,
     )
   if settings.task in names.PRETRAINING_DATA_TASKS:
+    # Refuses a task it cannot build (distillation's teacher) before the corpus is tokenised.
+    make_task(settings)
     # tf.data builds this pipeline: TensorFlow loads here, not for the tools that only compile
     # or time the step (hosts without TensorFlow can run those).
     from bert_jax.data import pretraining_pipeline  # pylint: disable=g-import-not-at-top
