@@ -23,24 +23,7 @@ import sys
 
 import pytest
 
-from tests import run_helpers
-
-# Runs the program's entry point as `python -m bert_jax.main` does and prints, at exit, jax's
-# compilation-cache events (jax counts a request, then a hit, or a miss when it writes a new
-# entry) and which of `WATCHED` the process imported.
-_REPORTING_MAIN = """
-import atexit, collections, json, sys
-import jax
-WATCHED = {"keras", "matplotlib", "sklearn", "scipy.stats", "tensorflow"}
-events = collections.Counter()
-jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
-atexit.register(lambda: print(json.dumps({
-  "modules": sorted(WATCHED & set(sys.modules)),
-  **{k.split("/")[-1]: v for k, v in events.items()},
-})))
-from bert_jax import main
-main.main(sys.argv)
-"""
+from tests import program_server, run_helpers
 
 # Lines seen from libtpu and the CUDA plugin on a CPU host when jax initialises them.
 NOISE = (
@@ -75,9 +58,20 @@ def _flags(corpus, cache):
   ]
 
 
+def _command(workdir, flags):
+  """The program's command line, run by `tests/reporting_main.py`, which reports at exit."""
+  return [
+    sys.executable,
+    "-m",
+    "tests.reporting_main",
+    *run_helpers.main_command(workdir, flags)[3:],
+  ]
+
+
 def _start(workdir, flags, environment):
+  """A real interpreter of its own, which shows what the program imports and prints."""
   return subprocess.Popen(
-    [sys.executable, "-c", _REPORTING_MAIN, *run_helpers.main_command(workdir, flags)[3:]],
+    _command(workdir, flags),
     env=environment,
     cwd=run_helpers.REPO,
     stdout=subprocess.PIPE,
@@ -87,9 +81,13 @@ def _start(workdir, flags, environment):
 
 
 def _finish(process, workdir):
-  """(the report of a one-step run, its stderr) once it has exited."""
+  """(the report of a one-step run, its output) once it has exited."""
   stdout, stderr = process.communicate(timeout=600)
-  assert process.returncode == 0, stderr[-3000:]
+  return _report(process.returncode, stdout, stderr, workdir)
+
+
+def _report(returncode, stdout, stderr, workdir):
+  assert returncode == 0, stderr[-3000:]
   assert run_helpers.read_metrics(workdir)[-1]["step"] == 1
   return json.loads(stdout.strip().splitlines()[-1]), stdout + stderr
 
@@ -151,8 +149,12 @@ def test_a_second_process_with_the_same_config_compiles_nothing_new(two_runs_at_
   # Another workdir, the same cache at another path (as a copied workdir's, or a bucket mounted
   # elsewhere): the entries' keys do not hold the cache's own path.
   moved = shutil.move(cache, root / "elsewhere")
-  process = _start(root / "second", _flags(corpus, moved), run_helpers.env())
-  second, _ = _finish(process, root / "second")
+  # A process of its own that imported nothing of its own yet: a fork of the test worker's
+  # program server (its imports do not matter here).
+  done = program_server.run(
+    _command(root / "second", _flags(corpus, moved)), run_helpers.env(), run_helpers.REPO, 600
+  )
+  second, _ = _report(done.returncode, done.stdout, done.stderr, root / "second")
   assert second.get("cache_misses", 0) == 0, second
   assert second["cache_hits"] == first["cache_misses"], (first, second)
   assert sorted(p.name for p in moved.iterdir()) == written
