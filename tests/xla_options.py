@@ -112,6 +112,12 @@ def _leave_programs_outside_optimized_xla_unoptimized():
   win. Only this entry point sees the program's name; the options are changed before it keys
   the compilation cache on them."""
   compile_or_get_cached = jax_compiler.compile_or_get_cached
+  leading = list(inspect.signature(compile_or_get_cached).parameters)[:4]
+  if leading != ["backend", "computation", "devices", "compile_options"]:
+    raise RuntimeError(
+      "jax._src.compiler.compile_or_get_cached no longer starts with (backend, computation, "
+      "devices, compile_options); update tests/xla_options.py for this jax version"
+    )
 
   @functools.wraps(compile_or_get_cached)
   def compile_with_options(backend, computation, devices, compile_options, *args, **kwargs):

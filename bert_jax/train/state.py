@@ -83,7 +83,8 @@ def abstract_state_and_shardings(
 
 def init_state(init_params, optimizer, rng, shardings, init_memory=None) -> TrainState:
   """Initialises the train state directly into its shardings with one jitted call (with the
-  empty memory of ``init_memory`` when given, see `abstract_state_and_shardings`)."""
+  empty memory of ``init_memory`` when given, see `abstract_state_and_shardings`). ``rng`` is
+  replicated on the shardings' mesh, as `abstract_state_and_shardings` traced it."""
 
   def init(key):
     return nn.unbox(
