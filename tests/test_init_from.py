@@ -7,23 +7,27 @@ from bert_jax.train.loop import train_and_evaluate
 from tests import helpers, run_helpers
 
 
-def _config(**overrides):
+def _config(directory, **overrides):
+  """A short run on `run_helpers.small_corpus` (written into ``directory``): the parameters
+  matter here, not the data."""
   values = {
     "num_train_steps": 2,
     "checkpoint_every_steps": 2,
     "eval_every_steps": 100,
     "data.num_eval_examples": 16,
+    **run_helpers.small_corpus_keys(directory),
   }
   values.update(overrides)
   return helpers.small_config(**values)
 
 
 def test_init_from_restores_params_and_refuses_another_shape(tmp_path):
-  train_and_evaluate(_config(), str(tmp_path / "source"), helpers.one_device())
+  train_and_evaluate(_config(tmp_path), str(tmp_path / "source"), helpers.one_device())
   # The first update of the new run has learning rate 0 (warmup), so its params after step 1
   # are exactly the restored ones.
   train_and_evaluate(
     _config(
+      tmp_path,
       num_train_steps=1,
       checkpoint_every_steps=1,
       init_from=str(tmp_path / "source"),
@@ -39,11 +43,15 @@ def test_init_from_restores_params_and_refuses_another_shape(tmp_path):
     assert (source[name] == target[name]).all(), name
 
   wider = _config(
-    init_from=str(tmp_path / "source"), **{"model.hidden_size": 64, "model.intermediate_size": 256}
+    tmp_path,
+    init_from=str(tmp_path / "source"),
+    **{"model.hidden_size": 64, "model.intermediate_size": 256},
   )
   with pytest.raises(UserInputError, match="parameters of another shape"):
     train_and_evaluate(wider, str(tmp_path / "wider"), helpers.one_device())
   with pytest.raises(UserInputError, match="holds no checkpoint"):
     train_and_evaluate(
-      _config(init_from=str(tmp_path / "nowhere")), str(tmp_path / "x"), helpers.one_device()
+      _config(tmp_path, init_from=str(tmp_path / "nowhere")),
+      str(tmp_path / "x"),
+      helpers.one_device(),
     )
