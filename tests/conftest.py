@@ -61,9 +61,9 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config):
-  """Moves every object left at the session's end out of the collector's reach, before pytest's
-  last collection (it looks for unraisable exceptions): a full pass over a worker's heap of
-  compiled programs and imported libraries took seconds, at the end of the run."""
+  """Moves every object left when the tests are done out of the collector's reach, before
+  pytest's last collection (it looks for unraisable exceptions): a full pass over a worker's
+  heap of compiled programs and imported libraries took seconds, at the end of the run."""
   del config
   gc.freeze()
 
