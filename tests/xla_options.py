@@ -53,8 +53,7 @@ def as_xla_flags(options):
 def disable_most_optimizations():
   """Makes unoptimised compilation the default for the rest of the process."""
   jax.config.update("jax_disable_most_optimizations", True)
-  _add_options_to_unoptimized_cpu_compiles()
-  _leave_programs_outside_optimized_xla_unoptimized()
+  _compile_unoptimized_programs_with_options()
 
 
 @contextlib.contextmanager
@@ -72,45 +71,24 @@ def optimized_xla(programs=TRAIN_STEPS):
     _optimized_programs = previous[1]
 
 
-def _add_options_to_unoptimized_cpu_compiles():
-  """Wraps jax's compile-options builder (which every jit compile goes through) so that an
-  unoptimised CPU compile also gets `UNOPTIMIZED_CPU_OPTIONS`; a jit's own options still win.
+def _unoptimized(name):
+  """Whether the program ``name`` compiles unoptimised: everywhere outside `optimized_xla`, and
+  inside it when the block does not name it."""
+  if jax.config.read("jax_disable_most_optimizations"):
+    return True
+  return _optimized_programs is not None and name not in _optimized_programs
+
+
+def _compile_unoptimized_programs_with_options():
+  """Wraps jax's compile entry point (every jit compile goes through it, and it alone sees the
+  program's name) so that an unoptimised CPU program gets jax's unoptimised debug options
+  (those of `jax_disable_most_optimizations`) and `UNOPTIMIZED_CPU_OPTIONS`; a jit's own
+  options still win. The options are changed before jax keys its compilation cache on them.
 
   jax has no public setting for process-wide compiler options (XLA_FLAGS would apply them to
   the optimised compiles too), hence the wrapper; its signature is checked so that a jax
-  upgrade that renames the arguments fails here instead of silently dropping the options.
+  upgrade that reorders the arguments fails here instead of silently dropping the options.
   """
-  build = jax_compiler.get_compile_options
-  parameters = inspect.signature(build).parameters
-  if not {"env_options_overrides", "backend"} <= parameters.keys():
-    raise RuntimeError(
-      "jax._src.compiler.get_compile_options no longer takes env_options_overrides and "
-      "backend; update tests/xla_options.py for this jax version"
-    )
-
-  @functools.wraps(build)
-  def build_with_options(*args, **kwargs):
-    backend = kwargs.get("backend")
-    if (
-      jax.config.read("jax_disable_most_optimizations")
-      and backend is not None
-      and backend.platform == "cpu"
-    ):
-      kwargs["env_options_overrides"] = {
-        **UNOPTIMIZED_CPU_OPTIONS,
-        **(kwargs.get("env_options_overrides") or {}),
-      }
-    return build(*args, **kwargs)
-
-  jax_compiler.get_compile_options = build_with_options
-
-
-def _leave_programs_outside_optimized_xla_unoptimized():
-  """Wraps jax's compile entry point so that, inside `optimized_xla`, a CPU program it does not
-  name is compiled as outside it: jax's unoptimised debug options (those of
-  `jax_disable_most_optimizations`) and `UNOPTIMIZED_CPU_OPTIONS`; a jit's own options still
-  win. Only this entry point sees the program's name; the options are changed before it keys
-  the compilation cache on them."""
   compile_or_get_cached = jax_compiler.compile_or_get_cached
   leading = list(inspect.signature(compile_or_get_cached).parameters)[:4]
   if leading != ["backend", "computation", "devices", "compile_options"]:
@@ -122,11 +100,7 @@ def _leave_programs_outside_optimized_xla_unoptimized():
   @functools.wraps(compile_or_get_cached)
   def compile_with_options(backend, computation, devices, compile_options, *args, **kwargs):
     name = ir.StringAttr(computation.operation.attributes["sym_name"]).value
-    if (
-      _optimized_programs is not None
-      and name not in _optimized_programs
-      and backend.platform == "cpu"
-    ):
+    if backend.platform == "cpu" and _unoptimized(name):
       debug_options = compile_options.executable_build_options.debug_options
       debug_options.xla_backend_optimization_level = 0
       debug_options.xla_llvm_disable_expensive_passes = True
