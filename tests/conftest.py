@@ -22,7 +22,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 import pytest  # noqa: E402  (after the XLA flags and jax config above)
 from jax.experimental.compilation_cache import compilation_cache  # noqa: E402
 
-from tests import allocator, network_guard, xla_options  # noqa: E402
+from tests import allocator, file_order, network_guard, xla_options  # noqa: E402
 
 xla_options.disable_most_optimizations()
 allocator.keep_freed_memory()
@@ -33,7 +33,19 @@ allocator.keep_freed_memory()
 gc.set_threshold(50_000, 10, 10)
 
 
+def pytest_addoption(parser):
+  parser.addoption(
+    "--record-file-durations",
+    metavar="PATH",
+    help="write each test file's summed duration to PATH (tests/file_durations.json sets the "
+    "order in which the workers take the files; tests/file_order.py)",
+  )
+
+
 def pytest_configure(config):
+  record_to = config.getoption("--record-file-durations", default=None)
+  if record_to and not hasattr(config, "workerinput"):  # The controller sees every report.
+    config.pluginmanager.register(file_order.DurationRecorder(record_to))
   config.addinivalue_line(
     "markers", "optimized_xla: compile with XLA's usual optimisations (long training runs)"
   )
@@ -69,13 +81,15 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-  """Deselects the tests that cannot run on this backend, so that a CPU run reports no skips:
-  ``gpu`` tests without a GPU, ``no_gpu`` tests with one."""
+  """Deselects the tests that cannot run on this backend, so that a CPU run reports no skips
+  (``gpu`` tests without a GPU, ``no_gpu`` tests with one), and puts the longest files first
+  (tests/file_order.py)."""
   unwanted = "no_gpu" if jax.default_backend() == "gpu" else "gpu"
   deselected = [item for item in items if item.get_closest_marker(unwanted) is not None]
   if deselected:
     config.hook.pytest_deselected(items=deselected)
-    items[:] = [item for item in items if item.get_closest_marker(unwanted) is None]
+  kept = [item for item in items if item.get_closest_marker(unwanted) is None]
+  items[:] = file_order.longest_first(kept, file_order.load())
 
 
 @pytest.fixture(scope="session", autouse=True)

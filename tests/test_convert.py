@@ -221,6 +221,7 @@ def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
       "data.max_predictions_per_seq": 3,
       "data.num_eval_examples": 8,
       "optimizer.warmup_steps": 5,
+      **run_helpers.small_corpus_keys(tmp_path / "corpus"),  # The weights matter, not the data.
     },
   )
   hf_model = hf_reference.random_bert(

@@ -6,7 +6,7 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.train import loop, profiling
-from tests import helpers
+from tests import helpers, run_helpers
 
 
 def _trace_files(workdir):
@@ -64,7 +64,7 @@ def test_bert_tiny_run_writes_a_trace_of_the_train_step(tmp_path):
     profile_start_step=1,
     profile_num_steps=1,
     peak_flops_per_device=1e12,
-    **{"data.num_eval_examples": 8},
+    **{"data.num_eval_examples": 8, **run_helpers.small_corpus_keys(tmp_path / "corpus")},
   )
   loop.train_and_evaluate(config, str(tmp_path), helpers.one_device())
   traces = _trace_files(tmp_path)
