@@ -46,6 +46,11 @@ def pytest_configure(config):
   record_to = config.getoption("--record-file-durations", default=None)
   if record_to and not hasattr(config, "workerinput"):  # The controller sees every report.
     config.pluginmanager.register(file_order.DurationRecorder(record_to))
+  if config.pluginmanager.hasplugin("xdist"):
+    # xdist's --dist loadfile would queue the files with the most tests first; keep the
+    # collection's order, the longest first (pytest_collection_modifyitems below). Set here
+    # rather than in an ini file's addopts, which pytest refuses where xdist is not installed.
+    config.option.loadscopereorder = False
   config.addinivalue_line(
     "markers", "optimized_xla: compile with XLA's usual optimisations (long training runs)"
   )

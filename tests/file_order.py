@@ -6,8 +6,8 @@ files with the most tests first, which leaves long files of a few tests each (th
 runs) for the end, where one worker may still run one for a minute after the other has
 finished. Longest first, the last files are the short ones and both workers finish together
 (a schedule of the measured durations: 1,045 / 1,002 s of work per worker in xdist's order,
-1,023 / 1,023 longest first). conftest applies `longest_first`, setup.cfg turns xdist's own
-reordering off, and `--record-file-durations` refreshes `DURATIONS` from a run.
+1,023 / 1,023 longest first). conftest applies `longest_first`, turns xdist's own reordering
+off, and `--record-file-durations` refreshes `DURATIONS` from a run.
 
 The durations only decide the order: a stale or missing entry costs time, never a result. A
 file without one (a new file) goes first, as the one whose cost is unknown.

@@ -37,8 +37,9 @@ def test_the_recorder_sums_each_files_phases(tmp_path):
 
 
 def test_the_suite_runs_in_that_order(request, pytestconfig):
-  """xdist's own reordering is off (setup.cfg), and the collection is longest first."""
-  assert pytestconfig.getoption("loadscopereorder") is False
+  """xdist's own reordering is off (conftest), and the collection is longest first."""
+  if pytestconfig.pluginmanager.hasplugin("xdist"):
+    assert pytestconfig.getoption("loadscopereorder") is False
   durations = file_order.load()
   assert durations, "tests/file_durations.json is missing"
   files = list(dict.fromkeys(item.nodeid.split("::")[0] for item in request.session.items))
