@@ -170,6 +170,16 @@ def _compilation_cache_back_to_the_workers(_worker_compilation_cache):
 
 
 @pytest.fixture(scope="session")
+def small_corpus_keys(tmp_path_factory):
+  """Config keys training on `run_helpers.small_corpus` (one file per worker), for runs that
+  check memory, checkpoints or weights rather than the data: tokenising the whole embedded
+  corpus would cost such a run more than its few steps. Treat it as read-only."""
+  from tests import run_helpers  # pylint: disable=g-import-not-at-top
+
+  return run_helpers.small_corpus_keys(tmp_path_factory.mktemp("small_corpus"))
+
+
+@pytest.fixture(scope="session")
 def tiny_pretrained_workdir(tmp_path_factory, worker_id):
   """A pretraining workdir of a BERT-tiny-shaped model (see tests/finetune_fixtures.py),
   trained a few dozen steps once per session (the first xdist worker to need it trains it, the

@@ -16,27 +16,21 @@ from tests import helpers, run_helpers
 _STEPS, _EVERY = 16, 4
 
 
-def _config(corpus):
+def _config(small_corpus_keys):
   return helpers.small_config(
     num_train_steps=_STEPS,
     checkpoint_every_steps=_EVERY,
     eval_every_steps=_STEPS,
     max_checkpoints_to_keep=10,
     compilation_cache_dir="",  # jax's cache settings are process-wide; leave pytest's alone.
-    **{"data.num_eval_examples": 8, **corpus},
+    **{"data.num_eval_examples": 8, **small_corpus_keys},
   )
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-  """Config keys of `run_helpers.small_corpus`: the checkpoints matter here, not the data."""
-  return run_helpers.small_corpus_keys(tmp_path_factory.mktemp("corpus"))
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, corpus):
+def uninterrupted(tmp_path_factory, small_corpus_keys):
   workdir = tmp_path_factory.mktemp("uninterrupted")
-  loop.train_and_evaluate(_config(corpus), str(workdir))
+  loop.train_and_evaluate(_config(small_corpus_keys), str(workdir))
   assert run_helpers.checkpoint_steps(workdir) == [4, 8, 12, 16]
   return workdir
 
@@ -69,7 +63,7 @@ DAMAGE = {16: _truncate_largest_array_file, 12: _remove_metadata, 8: _empty}
 
 
 def test_each_kind_of_damage_is_set_aside_and_the_run_ends_as_if_uninterrupted(
-  uninterrupted, corpus, tmp_path, caplog
+  uninterrupted, small_corpus_keys, tmp_path, caplog
 ):
   workdir = tmp_path / "damaged"
   shutil.copytree(uninterrupted, workdir)
@@ -77,7 +71,7 @@ def test_each_kind_of_damage_is_set_aside_and_the_run_ends_as_if_uninterrupted(
     damage(workdir / "checkpoints" / str(step))
   damaged = {step: _digest(workdir / "checkpoints" / str(step)) for step in DAMAGE}
 
-  loop.train_and_evaluate(_config(corpus), str(workdir))
+  loop.train_and_evaluate(_config(small_corpus_keys), str(workdir))
 
   for step in DAMAGE:  # Each warned with its step and reason, kept aside byte for byte.
     assert f"Checkpoint step {step} is damaged (" in caplog.text
@@ -92,7 +86,7 @@ def test_each_kind_of_damage_is_set_aside_and_the_run_ends_as_if_uninterrupted(
 
 
 def test_when_none_restores_the_run_stops_with_one_line_and_moves_nothing(
-  uninterrupted, corpus, tmp_path, capsys
+  uninterrupted, small_corpus_keys, tmp_path, capsys
 ):
   workdir = tmp_path / "all_damaged"
   shutil.copytree(uninterrupted, workdir)
@@ -101,7 +95,7 @@ def test_when_none_restores_the_run_stops_with_one_line_and_moves_nothing(
   before = _digest(workdir / "checkpoints")
 
   with pytest.raises(UserInputError, match=r"none of the 4 checkpoints .* restores \(newest, 16:"):
-    loop.train_and_evaluate(_config(corpus), str(workdir))
+    loop.train_and_evaluate(_config(small_corpus_keys), str(workdir))
   argv = ["main", f"--workdir={workdir}", f"--config={run_helpers.REPO}/configs/bert_tiny.py"]
   argv += run_helpers.quick_flags(tmp_path, num_train_steps=_STEPS, checkpoint_every_steps=_EVERY)
   argv += ["--config.compilation_cache_dir=", "--config.model.num_heads=4"]

@@ -72,39 +72,34 @@ def _restore_state(workdir, step):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-  """Config keys of `run_helpers.small_corpus`: these runs check the memory, not the data, and
-  tokenising the whole embedded corpus would cost each of them more than its four steps."""
-  return run_helpers.small_corpus_keys(tmp_path_factory.mktemp("corpus"))
+def data(small_corpus_keys):
+  """The small corpus as 8 streams of 16-token segments (tokenised once)."""
+  return SegmentData(settings_from_config(_config(**small_corpus_keys)).data, model_vocab_size=8192)
 
 
 @pytest.fixture(scope="module")
-def data(corpus):
-  """The corpus as 8 streams of 16-token segments (tokenised once)."""
-  return SegmentData(settings_from_config(_config(**corpus)).data, model_vocab_size=8192)
-
-
-@pytest.fixture(scope="module")
-def whole(tmp_path_factory, corpus):
+def whole(tmp_path_factory, small_corpus_keys):
   """An uninterrupted 4-step run on the 8 fake devices: (workdir, its last eval metrics)."""
   workdir = tmp_path_factory.mktemp("clm") / "whole"
-  return workdir, train_and_evaluate(_config(**corpus), str(workdir))
+  return workdir, train_and_evaluate(_config(**small_corpus_keys), str(workdir))
 
 
-def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, corpus, data, whole):
+def test_resume_mid_document_continues_bitwise_memory_included(
+  tmp_path, small_corpus_keys, data, whole
+):
   train = data.stream("train", 8)
   # Segment 2 (the first after the stop) continues segment 1's document in some rows: their
   # first tokens attend to the memory the checkpoint must carry.
   continues_R = train.batch(1)["document_ids"][:, -1] == train.batch(2)["document_ids"][:, 0]
   assert continues_R.any()
   whole_dir, whole_eval = whole
-  train_and_evaluate(_config(**corpus, num_train_steps=2), str(tmp_path / "resumed"))
+  train_and_evaluate(_config(**small_corpus_keys, num_train_steps=2), str(tmp_path / "resumed"))
   stopped = _restore_state(tmp_path / "resumed", 2)
   assert np.abs(stopped["memory"]["hidden"][0]).max() > 0  # The memory is saved, not empty.
   np.testing.assert_array_equal(
     stopped["memory"]["ids"][:, -1], train.batch(1)["document_ids"][:, -1]
   )
-  resumed = train_and_evaluate(_config(**corpus), str(tmp_path / "resumed"))
+  resumed = train_and_evaluate(_config(**small_corpus_keys), str(tmp_path / "resumed"))
   assert resumed == whole_eval  # Eval metrics, with eval's own 32-position memory.
   jax.tree.map(
     np.testing.assert_array_equal,
@@ -120,10 +115,10 @@ def test_resume_mid_document_continues_bitwise_memory_included(tmp_path, corpus,
   assert set(rows["whole"][0]) >= {"loss", "accuracy", "perplexity", "bits_per_token"}
 
 
-def test_eval_memory_lengths_reuse_the_trainers_eval(whole, corpus, data):
+def test_eval_memory_lengths_reuse_the_trainers_eval(whole, small_corpus_keys, data):
   whole_dir, whole_eval = whole
   results = memory_eval.held_out_metrics(
-    settings_from_config(_config(**corpus)), str(whole_dir), [32, 0], data
+    settings_from_config(_config(**small_corpus_keys)), str(whole_dir), [32, 0], data
   )
   assert results[32] == whole_eval  # The run's own eval: 32 memory positions.
   assert results[0]["loss"] != results[32]["loss"]  # Without memory it reads differently.
@@ -214,9 +209,9 @@ def test_gradient_accumulation_keeps_each_rows_memory(one_device, data):
   jax.tree.map(close, memory_a, memory_1)  # Rows keep their own memory through the split.
 
 
-def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, corpus, whole):
+def test_two_processes_give_the_same_losses_and_memory_as_one(tmp_path, small_corpus_keys, whole):
   whole_dir, _ = whole
-  flags = [f"--config.{k}={v}" for k, v in {**SMALL, **corpus}.items()]
+  flags = [f"--config.{k}={v}" for k, v in {**SMALL, **small_corpus_keys}.items()]
   # Started the way Open MPI's mpirun starts them: its variables, no coordinator flags.
   run = run_helpers.run_two_processes(tmp_path, flags, config=CONFIG, launcher="ompi")
   assert run.codes == [0, 0], run.errors
