@@ -97,7 +97,9 @@ def test_when_none_restores_the_run_stops_with_one_line_and_moves_nothing(
   with pytest.raises(UserInputError, match=r"none of the 4 checkpoints .* restores \(newest, 16:"):
     loop.train_and_evaluate(_config(small_corpus_keys), str(workdir))
   argv = ["main", f"--workdir={workdir}", f"--config={run_helpers.REPO}/configs/bert_tiny.py"]
-  argv += run_helpers.quick_flags(tmp_path, num_train_steps=_STEPS, checkpoint_every_steps=_EVERY)
+  argv += run_helpers.small_flags(
+    num_train_steps=_STEPS, checkpoint_every_steps=_EVERY, **small_corpus_keys
+  )
   argv += ["--config.compilation_cache_dir=", "--config.model.num_heads=4"]
   assert main.run(argv) == 2
   line = capsys.readouterr().err.strip().splitlines()[-1]

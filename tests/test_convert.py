@@ -205,7 +205,7 @@ def test_safetensors_need_no_torch_and_bin_files_say_they_do(
   assert not (tmp_path / "b").exists()
 
 
-def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
+def test_converted_workdir_initialises_a_pretraining_run(tmp_path, small_corpus_keys):
   config = helpers.small_config(
     num_train_steps=1,
     checkpoint_every_steps=1,
@@ -221,7 +221,7 @@ def test_converted_workdir_initialises_a_pretraining_run(tmp_path):
       "data.max_predictions_per_seq": 3,
       "data.num_eval_examples": 8,
       "optimizer.warmup_steps": 5,
-      **run_helpers.small_corpus_keys(tmp_path / "corpus"),  # The weights matter, not the data.
+      **small_corpus_keys,  # The weights matter, not the data.
     },
   )
   hf_model = hf_reference.random_bert(

@@ -90,11 +90,12 @@ def teachers(tmp_path_factory):
   return _random_teacher(root / "a", seed=0), _random_teacher(root / "b", seed=1)
 
 
-def test_student_init_checkpoints_and_resume(teachers, tmp_path):
+def test_student_init_checkpoints_and_resume(teachers, small_corpus_keys, tmp_path):
   teacher, other_teacher = teachers
   workdir = tmp_path / "run"
-  corpus = run_helpers.small_corpus_keys(tmp_path)  # The parameters matter here, not the data.
-  train_and_evaluate(_config(teacher, steps=3, **corpus), str(workdir), helpers.one_device())
+  train_and_evaluate(
+    _config(teacher, steps=3, **small_corpus_keys), str(workdir), helpers.one_device()
+  )
 
   # Step 1's update has learning rate 0 (warmup): its params are the student's init.
   student = run_helpers.restore_params(workdir, 1)
@@ -119,7 +120,9 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   uninterrupted = run_helpers.restore_params(workdir, 3)
   for step in (2, 3):
     shutil.rmtree(workdir / "checkpoints" / str(step))
-  train_and_evaluate(_config(teacher, steps=3, **corpus), str(workdir), helpers.one_device())
+  train_and_evaluate(
+    _config(teacher, steps=3, **small_corpus_keys), str(workdir), helpers.one_device()
+  )
   resumed = run_helpers.restore_params(workdir, 3)
   for name, value in uninterrupted.items():
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
@@ -130,7 +133,9 @@ def test_student_init_checkpoints_and_resume(teachers, tmp_path):
   shutil.copytree(other_teacher / "checkpoints", teacher / "checkpoints")
   config_json = (workdir / "config.json").read_bytes()
   with pytest.raises(UserInputError, match=r"was written with teacher=.*resume with what wrote it"):
-    train_and_evaluate(_config(teacher, steps=4, **corpus), str(workdir), helpers.one_device())
+    train_and_evaluate(
+      _config(teacher, steps=4, **small_corpus_keys), str(workdir), helpers.one_device()
+    )
   assert (workdir / "config.json").read_bytes() == config_json
 
 

@@ -108,13 +108,13 @@ def test_bad_mesh_sizes_are_refused_at_the_config_boundary(config, message):
     mesh_lib.MeshConfig(**config)
 
 
-def test_a_run_trains_on_the_devices_it_is_given(tmp_path):
+def test_a_run_trains_on_the_devices_it_is_given(tmp_path, small_corpus_keys):
   """A 2-way data mesh is refused on all 8 devices and trains on 2 of them; MFU's peak counts
   the run's devices only."""
   config = helpers.small_config(
     num_train_steps=2,
     checkpoint_every_steps=2,
-    **{"mesh.data": 2, "data.num_eval_examples": 8, **run_helpers.small_corpus_keys(tmp_path)},
+    **{"mesh.data": 2, "data.num_eval_examples": 8, **small_corpus_keys},
   )
   with pytest.raises(UserInputError, match="mesh"):
     train_and_evaluate(config, str(tmp_path / "all"))

@@ -6,7 +6,7 @@ import pytest
 
 from bert_jax.errors import UserInputError
 from bert_jax.train import loop, profiling
-from tests import helpers, run_helpers
+from tests import helpers
 
 
 def _trace_files(workdir):
@@ -57,14 +57,14 @@ def test_negative_profile_settings_are_refused(tmp_path):
     profiling.StepProfiler(tmp_path, start_step=0, num_steps=-1)
 
 
-def test_bert_tiny_run_writes_a_trace_of_the_train_step(tmp_path):
+def test_bert_tiny_run_writes_a_trace_of_the_train_step(tmp_path, small_corpus_keys):
   # A fixed peak skips the MFU matmul measurement, which costs seconds on CPU.
   config = helpers.small_config(
     num_train_steps=2,
     profile_start_step=1,
     profile_num_steps=1,
     peak_flops_per_device=1e12,
-    **{"data.num_eval_examples": 8, **run_helpers.small_corpus_keys(tmp_path / "corpus")},
+    **{"data.num_eval_examples": 8, **small_corpus_keys},
   )
   loop.train_and_evaluate(config, str(tmp_path), helpers.one_device())
   traces = _trace_files(tmp_path)

@@ -7,6 +7,7 @@ resume from ``<workdir>/checkpoints`` > ``init_from`` > from scratch.
 
 import contextlib
 import errno
+import functools
 import os
 
 import jax
@@ -31,9 +32,10 @@ from bert_jax.train import background_errors
 MIN_BYTES_PER_REPLICA_PART = 64 << 10
 
 
+@functools.cache
 def _register_array_handler():
-  """Makes Orbax's handler of `jax.Array` (process-wide) split only arrays whose parts reach
-  `MIN_BYTES_PER_REPLICA_PART`; smaller ones are written whole by their first replica."""
+  """Makes Orbax's handler of `jax.Array` (process-wide, once) split only arrays whose parts
+  reach `MIN_BYTES_PER_REPLICA_PART`; smaller ones are written whole by their first replica."""
   ocp.type_handlers.register_type_handler(
     jax.Array,
     ocp.type_handlers.ArrayHandler(
